@@ -1,0 +1,1 @@
+"""Benchmarks: `python -m benchmarks` (or `make bench`). Ratios against a baseline measured in the same run."""

@@ -1,0 +1,22 @@
+"""Run every benchmark and print its table."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+
+SUITES = ("core_stream",)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks")
+    parser.add_argument("suites", nargs="*", default=list(SUITES), help=f"any of {SUITES}")
+    parser.add_argument("--quick", action="store_true", help="fewer repetitions (smoke run)")
+    args = parser.parse_args()
+    for name in args.suites:
+        module = importlib.import_module(f"benchmarks.{name}")
+        module.run(quick=args.quick)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Command-line front door (typer + rich); no loop logic lives here."""

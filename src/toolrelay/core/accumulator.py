@@ -1,0 +1,450 @@
+"""Deltas and Responses events → output items + client events, for one model response.
+
+The single place where a model response becomes items (STYLE habit 2). Chat
+Completions and Ollama arrive as normalised deltas (`feed`), the Responses API
+as events run through the pure reducer (`feed_event`); both end with
+`finish()`. Invariants:
+
+1. Items get stable ids when created and are announced once with
+   `response.output_item.added`; a function_call is announced as soon as its
+   name is known, before its arguments finish.
+2. Text is buffered per open item and joined on demand, so appending is O(1)
+   per delta; `output` materialises a snapshot the caller may keep.
+3. Every item announced is closed by `finish()` with `response.output_item.done`:
+   `completed` after a clean end, `incomplete` when the body was cut or failed.
+4. Output indexes in events are turn-wide: `offset` counts the items earlier
+   iterations of the turn already produced.
+
+No clock is read unless one is injected (reasoning durations need it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from toolrelay.core import events as ev
+from toolrelay.core.deltas import (
+    CitationDelta,
+    Delta,
+    ErrorDelta,
+    FinishDelta,
+    ReasoningDelta,
+    ResponseIdDelta,
+    TextDelta,
+    ToolCallDelta,
+    UsageDelta,
+)
+from toolrelay.core.events import Event
+from toolrelay.core.ids import new_id
+from toolrelay.core.items import Item, code_interpreter_item
+from toolrelay.core.responses import reduce_event
+from toolrelay.core.think_tags import Chunk, Close, Open, TagConfig, TagSplitter
+from toolrelay.core.tool_calls import split_calls
+from toolrelay.core.usage import normalise_usage
+
+Clock = Callable[[], float]
+_TEXT_KINDS = {"message": ev.OUTPUT_TEXT_DELTA, "reasoning": ev.REASONING_TEXT_DELTA}
+_CODE_DELTA = "response.code_interpreter_call_code.delta"
+
+
+class Accumulator:
+    """Builds the items of one model response; see the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        tags: TagConfig | None = TagConfig(),
+        clock: Clock | None = None,
+        offset: int = 0,
+    ) -> None:
+        self._items: list[Item] = []
+        self._offset = offset
+        self._clock = clock
+        self._splitter = TagSplitter(tags) if tags is not None else None
+        self._tags = tags
+        # the item receiving streamed text, its buffer and its kind
+        self._open: Item | None = None
+        self._open_index = -1
+        self._buffer: list[str] = []
+        self._pending_ws = ""
+        self._tag_kind = "text"
+        self._slots: dict[int, _Call] = {}
+        self._responses_mode = False
+        self.usage: dict[str, Any] | None = None
+        self.finish_reason: str | None = None
+        self.error: str | None = None
+        self.error_data: Any = None
+        self.response_id: str | None = None
+        self.status: str | None = None
+        self.code_closed = False
+        self.finished = False
+
+    # -- snapshots -------------------------------------------------------
+    @property
+    def output(self) -> list[Item]:
+        """A copy of the items so far, open text materialised."""
+        items = [_copy_item(i) for i in self._items]
+        if self._open is not None and self._buffer:
+            items[self._open_index] = self._materialised(self._open)
+        for call in self._slots.values():
+            if call.item is not None and call.args:
+                items[call.index] = {**items[call.index], "arguments": "".join(call.args)}
+        return items
+
+    def function_calls(self) -> list[Item]:
+        """Completed function_call items of this response (split per R6), in order."""
+        return [i for i in self._items if i.get("type") == "function_call"]
+
+    # -- chat completions / ollama --------------------------------------
+    def feed_many(self, deltas: Iterable[Delta]) -> list[Event]:
+        out: list[Event] = []
+        for delta in deltas:
+            out.extend(self.feed(delta))
+        return out
+
+    def feed(self, delta: Delta) -> list[Event]:  # noqa: C901 - one flat dispatch
+        match delta:
+            case TextDelta(text):
+                if self._splitter is None:
+                    return self._text("message", text)
+                return self._segments(self._splitter.feed(text))
+            case ReasoningDelta(text, details):
+                return self._reasoning(text, details)
+            case ToolCallDelta():
+                return self._tool_call(delta)
+            case UsageDelta(usage):
+                self.usage = usage
+                return [Event(ev.CHAT_COMPLETION, {"usage": normalise_usage(usage)})]
+            case FinishDelta(reason):
+                self.finish_reason = reason
+                return []
+            case ErrorDelta(message, data):
+                return self._error(message, data)
+            case CitationDelta(url, title):
+                return self._citation(url, title)
+            case ResponseIdDelta(response_id):
+                self.response_id = response_id
+                return []
+        return []
+
+    def _text(self, kind: str, text: str) -> list[Event]:
+        if not text:
+            return []
+        out: list[Event] = []
+        if self._open is None or self._open["type"] != kind:
+            if kind == "message" and not self._pending_ws + text.strip():
+                self._pending_ws += text  # never open a message with whitespace only
+                return []
+            text, self._pending_ws = self._pending_ws + text, ""
+            out.extend(self._close_open("completed"))
+            out.append(self._start(_new_text_item(kind)))
+        self._buffer.append(text)
+        out.append(
+            Event(
+                _TEXT_KINDS[kind],
+                {
+                    "item_id": self._open["id"],  # type: ignore[index]
+                    "output_index": self._offset + self._open_index,
+                    "content_index": 0,
+                    "delta": text,
+                },
+            )
+        )
+        return out
+
+    def _reasoning(self, text: str, details: tuple[dict[str, Any], ...]) -> list[Event]:
+        if self._splitter is not None and self._tags is not None and self._tags.reasoning:
+            # a provider with a native reasoning field: stop looking for <think> tags
+            if self._splitter.inside == "text":
+                out = self._segments(self._splitter.flush())
+                self._tags = TagConfig(
+                    reasoning=(),
+                    solution=False,
+                    code_interpreter=self._tags.code_interpreter,
+                )
+                self._splitter = TagSplitter(self._tags)
+                return out + self._reasoning(text, details)
+        out = self._text("reasoning", text) if text else []
+        if details:
+            if self._open is None or self._open["type"] != "reasoning":
+                out.extend(self._close_open("completed"))
+                out.append(self._start(_new_text_item("reasoning")))
+            assert self._open is not None
+            _merge_details(self._open.setdefault("details", []), details)
+        return out
+
+    def _segments(self, segments: list[Any]) -> list[Event]:
+        out: list[Event] = []
+        for seg in segments:
+            match seg:
+                case Chunk(kind, text):
+                    out.extend(self._chunk(kind, text))
+                case Open(kind, attributes, _tag):
+                    self._tag_kind = kind
+                    out.extend(self._close_open("completed"))
+                    self._pending_ws = ""
+                    if kind == "code_interpreter":
+                        lang = attributes.get("lang") or "python"
+                        out.append(self._start(code_interpreter_item(lang=lang, attributes=attributes)))
+                    else:
+                        item = _new_text_item("reasoning" if kind == "reasoning" else "message")
+                        if attributes:
+                            item["attributes"] = attributes
+                        out.append(self._start(item))
+                case Close(kind):
+                    self._tag_kind = "text"
+                    if kind == "code_interpreter":
+                        self.code_closed = True
+                    out.extend(self._close_open("completed"))
+        return out
+
+    def _chunk(self, kind: str, text: str) -> list[Event]:
+        if kind == "reasoning":
+            return self._text("reasoning", text)
+        if kind == "code_interpreter":
+            if self._open is None or self._open["type"] != "code_interpreter":
+                return self._text("message", text)
+            self._buffer.append(text)
+            data = {"item_id": self._open["id"], "output_index": self._offset + self._open_index}
+            return [Event(_CODE_DELTA, {**data, "delta": text})]
+        return self._text("message", text)
+
+    def _tool_call(self, delta: ToolCallDelta) -> list[Event]:
+        out: list[Event] = []
+        call = self._slots.get(delta.slot)
+        if call is None:
+            out.extend(self._close_open("completed"))
+            call = self._slots[delta.slot] = _Call(delta.call_id or new_id("call"))
+        if delta.name and not call.name:
+            call.name = delta.name
+        if delta.arguments:
+            call.args.append(delta.arguments)
+        if call.item is None:
+            if not call.name:
+                return out
+            call.item = {
+                "type": "function_call",
+                "id": new_id("fc"),
+                "call_id": call.call_id,
+                "name": call.name,
+                "arguments": "",
+                "status": "in_progress",
+            }
+            call.index = len(self._items)
+            self._items.append(call.item)
+            out.append(self._announce(call.item, call.index))
+            delta_text = "".join(call.args)
+        else:
+            delta_text = delta.arguments
+        if delta_text:
+            out.append(
+                Event(
+                    ev.FUNCTION_CALL_ARGUMENTS_DELTA,
+                    {
+                        "item_id": call.item["id"],
+                        "output_index": self._offset + call.index,
+                        "delta": delta_text,
+                    },
+                )
+            )
+        return out
+
+    def _error(self, message: str, data: Any) -> list[Event]:
+        self.error = message
+        self.error_data = data
+        return [Event(ev.CHAT_MESSAGE_ERROR, {"error": {"content": message}})]
+
+    def _citation(self, url: str, title: str | None) -> list[Event]:
+        name = title or url
+        if self._open is not None and self._open["type"] == "message":
+            part = self._open["content"][0]
+            part.setdefault("annotations", []).append(
+                {"type": "url_citation", "url": url, "title": name}
+            )
+        source = {
+            "source": {"name": name, "url": url},
+            "document": [name],
+            "metadata": [{"source": url, "name": name}],
+        }
+        return [Event(ev.SOURCE, source)]
+
+    # -- responses api ---------------------------------------------------
+    def feed_event(self, event: dict[str, Any]) -> list[Event]:
+        """One Responses API streaming event, reduced purely and forwarded."""
+        self._responses_mode = True
+        self._items, meta = reduce_event(event, self._items)
+        out: list[Event] = []
+        if "output_index" in event and isinstance(event.get("output_index"), int):
+            data = {k: v for k, v in event.items() if k not in ("type", "sequence_number")}
+            data["output_index"] = self._offset + event["output_index"]
+            out.append(Event(str(event.get("type")), data))
+        if meta is not None:
+            if meta.response_id:
+                self.response_id = meta.response_id
+            if meta.usage:
+                self.usage = meta.usage
+                out.append(Event(ev.CHAT_COMPLETION, {"usage": normalise_usage(meta.usage)}))
+            if meta.status:
+                self.status = meta.status
+            if meta.error:
+                out.extend(self._error(meta.error, meta.error_data))
+        return out
+
+    # -- end -------------------------------------------------------------
+    def finish(self, *, truncated: bool = False) -> list[Event]:
+        """Close every open item; split concatenated calls (R6). Idempotent."""
+        if self.finished:
+            return []
+        self.finished = True
+        status = "incomplete" if truncated or self.error else "completed"
+        out: list[Event] = []
+        if self._splitter is not None:
+            out.extend(self._segments(self._splitter.flush()))
+        out.extend(self._close_open(status))
+        if self._responses_mode:
+            out.extend(self._finish_responses(status))
+        else:
+            out.extend(self._finish_calls(status))
+        return out
+
+    def _finish_calls(self, status: str) -> list[Event]:
+        out: list[Event] = []
+        calls = [c for c in self._slots.values() if c.item is not None]
+        for call in calls:
+            assert call.item is not None
+            call.item["arguments"] = "".join(call.args)
+            call.item["status"] = status
+            call.args = []
+            data = {"item_id": call.item["id"], "output_index": self._offset + call.index}
+            out.append(
+                Event(ev.FUNCTION_CALL_ARGUMENTS_DONE, {**data, "arguments": call.item["arguments"]})
+            )
+        for call in calls:
+            out.extend(self._split(call.index, status))
+        return out
+
+    def _split(self, index: int, status: str) -> list[Event]:
+        item = self._items[index]
+        parts = split_calls([item]) if status == "completed" else [item]  # type: ignore[list-item]
+        first = dict(parts[0])
+        if parts[0] is not item:
+            first["id"] = item["id"]  # the client replaces the item it already shows
+        self._items[index] = first
+        out = [self._done(index)]
+        for extra in parts[1:]:
+            self._items.append(dict(extra))
+            out.append(self._announce(self._items[-1], len(self._items) - 1))
+            out.append(self._done(len(self._items) - 1))
+        return out
+
+    def _finish_responses(self, status: str) -> list[Event]:
+        out: list[Event] = []
+        items: list[Item] = []
+        for i, item in enumerate(self._items):
+            if item.get("status") == "in_progress":
+                item = {**item, "status": status}
+                items.append(item)
+                out.append(Event(ev.OUTPUT_ITEM_DONE, {"output_index": self._offset + i, "item": item}))
+            else:
+                items.append(item)
+        self._items = items
+        calls = [i for i, it in enumerate(items) if it.get("type") == "function_call"]
+        if status == "completed":
+            for index in calls:
+                if len(split_calls([items[index]])) > 1:  # type: ignore[list-item]
+                    out.extend(self._split(index, status))
+        return out
+
+    # -- item plumbing ---------------------------------------------------
+    def _start(self, item: Item) -> Event:
+        self._items.append(item)
+        self._open = item
+        self._open_index = len(self._items) - 1
+        self._buffer = []
+        if item["type"] == "reasoning" and self._clock is not None:
+            item["started_at"] = self._clock()
+        return self._announce(item, self._open_index)
+
+    def _announce(self, item: Item, index: int) -> Event:
+        data = {"output_index": self._offset + index, "item": _copy_item(item)}
+        return Event(ev.OUTPUT_ITEM_ADDED, data)
+
+    def _done(self, index: int) -> Event:
+        data = {"output_index": self._offset + index, "item": _copy_item(self._items[index])}
+        return Event(ev.OUTPUT_ITEM_DONE, data)
+
+    def _close_open(self, status: str) -> list[Event]:
+        item = self._open
+        if item is None:
+            return []
+        closed = self._materialised(item)
+        closed["status"] = status
+        if closed["type"] == "reasoning" and self._clock is not None and "started_at" in closed:
+            closed["ended_at"] = self._clock()
+            closed["duration"] = round(closed["ended_at"] - closed["started_at"], 3)
+        self._items[self._open_index] = closed
+        self._open = None
+        self._buffer = []
+        return [self._done(self._open_index)]
+
+    def _materialised(self, item: Item) -> Item:
+        text = "".join(self._buffer)
+        if item["type"] == "code_interpreter":
+            return {**item, "code": item["code"] + text}
+        part = {**item["content"][0], "text": item["content"][0]["text"] + text}
+        return {**item, "content": [part]}
+
+
+class _Call:
+    """One streamed tool call being assembled (arguments buffered as fragments)."""
+
+    __slots__ = ("args", "call_id", "index", "item", "name")
+
+    def __init__(self, call_id: str) -> None:
+        self.call_id = call_id
+        self.name = ""
+        self.args: list[str] = []
+        self.item: Item | None = None
+        self.index = -1
+
+
+def _copy_item(item: Item) -> Item:
+    """A copy safe to hand out: the lists we later append to are copied too."""
+    copy = dict(item)
+    for key in ("content", "summary", "details"):
+        value = copy.get(key)
+        if isinstance(value, list):
+            copy[key] = [dict(p) if isinstance(p, dict) else p for p in value]
+    return copy
+
+
+def _new_text_item(kind: str) -> Item:
+    prefix = "msg" if kind == "message" else "rs"
+    item: Item = {
+        "type": kind,
+        "id": new_id(prefix),
+        "status": "in_progress",
+        "content": [{"type": "output_text", "text": ""}],
+    }
+    if kind == "message":
+        item["role"] = "assistant"
+    else:
+        item["summary"] = []
+    return item
+
+
+def _merge_details(into: list[dict[str, Any]], details: Iterable[dict[str, Any]]) -> None:
+    """OpenRouter reasoning_details: merge by `index`, concatenating text fields."""
+    for detail in details:
+        index = detail.get("index")
+        target = next((d for d in into if index is not None and d.get("index") == index), None)
+        if target is None:
+            into.append(dict(detail))
+            continue
+        for key, value in detail.items():
+            old = target.get(key)
+            if key in ("text", "summary") and isinstance(old, str) and isinstance(value, str):
+                target[key] = old + value
+            else:
+                target[key] = value

@@ -1,0 +1,231 @@
+"""A whole upstream body → items: framing + provider translator + accumulator.
+
+`BodyReader` is what the engine, `toolrelay replay`, the CLI and the tests all
+use (STYLE habit 3). SSE frames are dispatched per payload, like a browser
+would: Responses API events (`type: response.*` / `error`) go to the reducer,
+anything else is a Chat Completions chunk. A frame that is not JSON ends the
+read with an error (SPEC R22: the partial output is kept, nothing crashes).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import orjson
+
+from toolrelay.core.accumulator import Accumulator, Clock
+from toolrelay.core.chat_completions import (
+    ChatCompletionsDecoder,
+    completion_to_deltas,
+    error_from_payload,
+)
+from toolrelay.core.deltas import ErrorDelta
+from toolrelay.core.events import Event
+from toolrelay.core.framing import NDJSONDecoder, SSEDecoder
+from toolrelay.core.items import Item
+from toolrelay.core.ollama import OllamaDecoder
+from toolrelay.core.responses import response_object_to_output
+from toolrelay.core.think_tags import TagConfig
+from toolrelay.core.usage import normalise_usage
+
+BodyFormat = Literal["sse", "ndjson", "json"]
+_SNIPPET = 200
+
+
+@dataclass(frozen=True, slots=True)
+class ReadResult:
+    """What one model response amounted to."""
+
+    output: list[Item]
+    usage: dict[str, Any] | None
+    finish_reason: str | None
+    error: str | None
+    response_id: str | None
+    truncated: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "output": self.output,
+            "usage": self.usage,
+            "finish_reason": self.finish_reason,
+            "error": self.error,
+        }
+
+
+def detect_format(body: bytes, content_type: str | None = None) -> BodyFormat:
+    """Guess a body's framing from its content type, else from its first bytes."""
+    if content_type:
+        ctype = content_type.split(";")[0].strip().lower()
+        if ctype == "text/event-stream":
+            return "sse"
+        if ctype in ("application/x-ndjson", "application/jsonl", "application/ndjson"):
+            return "ndjson"
+    head = body.lstrip(b"\xef\xbb\xbf \t\r\n")
+    if head.startswith((b"data:", b"event:", b":", b"id:", b"retry:")):
+        return "sse"
+    if head.startswith(b"{") and b"\n{" in head.rstrip():
+        return "ndjson"
+    return "json"
+
+
+class BodyReader:
+    """Feed body bytes as they arrive; `finish()` at the end (or on a dropped connection)."""
+
+    def __init__(
+        self,
+        format: BodyFormat,
+        *,
+        tags: TagConfig | None = TagConfig(),
+        clock: Clock | None = None,
+        offset: int = 0,
+    ) -> None:
+        self.format = format
+        self.acc = Accumulator(tags=tags, clock=clock, offset=offset)
+        self._sse = SSEDecoder() if format == "sse" else None
+        self._ndjson = NDJSONDecoder() if format == "ndjson" else None
+        self._chat = ChatCompletionsDecoder()
+        self._ollama = OllamaDecoder()
+        self._json: list[bytes] = []
+        self.frames = 0
+        """Payloads parsed as JSON so far (0 at the end means nothing readable came)."""
+        self.stopped = False
+        """True once the body said it was over, or was malformed: later bytes are ignored."""
+
+    def feed(self, data: bytes) -> list[Event]:
+        if self.stopped:
+            return []
+        if self._sse is not None:
+            out = self._frames(self._sse.feed(data))
+            if self._sse.done:
+                self.stopped = True
+            return out
+        if self._ndjson is not None:
+            return self._lines(self._ndjson.feed(data))
+        self._json.append(data)
+        return []
+
+    def finish(self, *, dropped: bool = False) -> list[Event]:
+        """End of body. `dropped`: the connection broke before the body ended."""
+        out: list[Event] = []
+        if not self.stopped:
+            if self._sse is not None:
+                out.extend(self._frames(self._sse.flush()))
+            elif self._ndjson is not None:
+                out.extend(self._lines(self._ndjson.flush()))
+            else:
+                out.extend(self._whole(b"".join(self._json)))
+        truncated = dropped or not self._ended()
+        if truncated and self.acc.error is None:
+            why = "the connection was dropped" if dropped else "the body ended early"
+            out.extend(self.acc.feed(ErrorDelta(f"Model response incomplete: {why}.")))
+        out.extend(self.acc.finish(truncated=truncated))
+        self.stopped = True
+        return out
+
+    def result(self) -> ReadResult:
+        acc = self.acc
+        return ReadResult(
+            output=acc.output,
+            usage=normalise_usage(acc.usage) if acc.usage else None,
+            finish_reason=self._finish_reason(),
+            error=acc.error,
+            response_id=acc.response_id,
+            truncated=acc.finished and not self._ended(),
+        )
+
+    def _ended(self) -> bool:
+        acc = self.acc
+        if self._sse is not None and self._sse.done:
+            return True
+        return acc.finish_reason is not None or acc.status is not None or acc.error is not None
+
+    def _finish_reason(self) -> str | None:
+        acc = self.acc
+        if acc.finish_reason is not None:
+            return acc.finish_reason
+        if acc.status == "incomplete":
+            return "length"
+        if acc.status == "failed" or acc.error is not None:
+            return "error"
+        if acc.status == "completed" or (self._sse is not None and self._sse.done):
+            return "tool_calls" if acc.function_calls() else "stop"
+        return None
+
+    def _frames(self, frames: list[Any]) -> list[Event]:
+        out: list[Event] = []
+        for frame in frames:
+            if not frame.data.strip():
+                continue
+            obj = self._parse(frame.data)
+            if obj is None:
+                return out + self._malformed(frame.data)
+            if frame.event == "error":
+                out.extend(self.acc.feed(error_from_payload(obj)))
+                continue
+            kind = obj.get("type")
+            if isinstance(kind, str) and (kind.startswith("response.") or kind == "error"):
+                out.extend(self.acc.feed_event(obj))
+            else:
+                out.extend(self.acc.feed_many(self._chat.feed(obj)))
+        return out
+
+    def _lines(self, lines: list[bytes]) -> list[Event]:
+        out: list[Event] = []
+        for line in lines:
+            obj = self._parse(line)
+            if obj is None:
+                return out + self._malformed(line.decode("utf-8", "replace"))
+            out.extend(self.acc.feed_many(self._ollama.feed(obj)))
+        return out
+
+    def _whole(self, body: bytes) -> list[Event]:
+        if not body.strip():
+            return self.acc.feed(ErrorDelta("The model server sent an empty body."))
+        obj = self._parse(body)
+        if obj is None:
+            return self._malformed(body.decode("utf-8", "replace"))
+        if "choices" in obj:
+            return self.acc.feed_many(completion_to_deltas(obj))
+        if "message" in obj and "choices" not in obj:
+            return self.acc.feed_many(self._ollama.feed(obj))
+        if obj.get("object") == "response" or isinstance(obj.get("output"), list):
+            return self._response_object(obj)
+        return self.acc.feed(error_from_payload(obj))
+
+    def _response_object(self, obj: dict[str, Any]) -> list[Event]:
+        output, _meta = response_object_to_output(obj)
+        out: list[Event] = []
+        for i, item in enumerate(output):
+            out.extend(self.acc.feed_event({"type": "response.output_item.added", "output_index": i, "item": item}))
+            out.extend(self.acc.feed_event({"type": "response.output_item.done", "output_index": i, "item": item}))
+        return out + self.acc.feed_event({"type": "response.completed", "response": obj})
+
+    def _parse(self, data: str | bytes) -> dict[str, Any] | None:
+        try:
+            obj = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            return None
+        if not isinstance(obj, dict):
+            return None
+        self.frames += 1
+        return obj
+
+    def _malformed(self, data: str) -> list[Event]:
+        self.stopped = True
+        snippet = data[:_SNIPPET] + ("…" if len(data) > _SNIPPET else "")
+        return self.acc.feed(ErrorDelta(f"Malformed chunk from the model server: {snippet!r}"))
+
+
+def read_body(
+    body: bytes,
+    format: BodyFormat | None = None,
+    *,
+    tags: TagConfig | None = TagConfig(),
+    clock: Clock | None = None,
+) -> tuple[ReadResult, list[Event]]:
+    """Read a complete recorded body; returns the result and every event in order."""
+    reader = BodyReader(format or detect_format(body), tags=tags, clock=clock)
+    events = reader.feed(body)
+    events.extend(reader.finish())
+    return reader.result(), events

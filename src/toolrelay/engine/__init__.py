@@ -1,0 +1,1 @@
+"""The async agent loop: feeds the core, runs tools, saves, emits events."""

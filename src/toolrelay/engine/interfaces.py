@@ -1,0 +1,124 @@
+"""The small interfaces the engine depends on; adapters implement them.
+
+The engine never imports a concrete model client, store or bus: it sees these
+Protocols, and `toolrelay.testing` ships a fake for each.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from toolrelay.core.events import Event
+from toolrelay.core.items import Item
+
+Message = dict[str, Any]
+EventEmitter = Callable[[dict[str, Any]], Awaitable[None]]
+EventCaller = Callable[[dict[str, Any]], Awaitable[Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class ModelRequest:
+    """What the engine asks a model client for, in provider-neutral terms."""
+
+    messages: Sequence[Message]
+    """Chat Completions-style history (system, user, assistant, tool …)."""
+    output: Sequence[Item] = ()
+    """Items of this turn so far; clients convert them with `core.transcript`."""
+    tools: Sequence[Mapping[str, Any]] = ()
+    """OpenAI function tool specs `{type: function, function: {name, description, parameters}}`."""
+    params: Mapping[str, Any] = field(default_factory=dict)
+    """Extra body parameters (temperature, max_tokens …) passed through."""
+    previous_response_id: str | None = None
+    """Responses API stateful continuation (R14)."""
+    new_items_from: int = 0
+    """With `previous_response_id`: index in `output` where this iteration's new items start."""
+
+
+@runtime_checkable
+class ModelStream(Protocol):
+    """One upstream response being read: raw body chunks, closed on exit."""
+
+    format: str
+    """`chat`, `responses`, `ollama` or `json` (a non-streaming body)."""
+
+    def __aiter__(self) -> AsyncIterator[bytes]: ...
+
+    async def aclose(self) -> None: ...
+
+
+class ModelClient(Protocol):
+    """Opens one model response; retries before the first byte are its business."""
+
+    async def open(self, request: ModelRequest) -> ModelStream: ...
+
+    async def aclose(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """What the model and the runner need to know about a tool."""
+
+    name: str
+    description: str = ""
+    parameters: Mapping[str, Any] = field(
+        default_factory=lambda: {"type": "object", "properties": {}}
+    )
+    timeout: float | None = None
+    """Seconds; None means the run's default per-call timeout."""
+    sequential: bool = False
+    """Run alone, never concurrently with other calls of the batch."""
+    requires_approval: bool = False
+    kind: Literal["server", "client", "mcp"] = "server"
+    """`client` tools are executed by the client through `execute:tool` (R9)."""
+    filter_arguments: bool = True
+    """Drop keys not in `parameters.properties` before the call (R8; MCP tools keep theirs)."""
+
+    def openai_spec(self) -> dict[str, Any]:
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": dict(self.parameters),
+            },
+        }
+
+
+@dataclass(slots=True)
+class ToolContext:
+    """Context a tool may ask for by declaring `__messages__`, `__user__` … parameters."""
+
+    messages: Sequence[Message] = ()
+    files: Sequence[Mapping[str, Any]] = ()
+    user: Mapping[str, Any] | None = None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    chat_id: str | None = None
+    message_id: str | None = None
+    event_emitter: EventEmitter | None = None
+    event_call: EventCaller | None = None
+
+
+@runtime_checkable
+class Tool(Protocol):
+    """A callable tool. Whatever it returns is normalised by `core.tool_results`."""
+
+    @property
+    def spec(self) -> ToolSpec: ...
+
+    async def call(self, arguments: dict[str, Any], context: ToolContext) -> Any: ...
+
+
+class EventSink(Protocol):
+    """Receives the turn's events in order (UI, SSE, Redis log, a list in tests)."""
+
+    async def emit(self, event: Event) -> None: ...
+
+
+class ChatStore(Protocol):
+    """Saves assistant turns: once at the end (and on error/cancel), never per token."""
+
+    async def save_turn(self, chat_id: str, message_id: str, turn: Mapping[str, Any]) -> None: ...
+
+    async def load_messages(self, chat_id: str) -> list[Message]: ...

@@ -1,0 +1,29 @@
+"""One exception tree for everything toolrelay raises on purpose."""
+
+from __future__ import annotations
+
+
+class ToolrelayError(Exception):
+    """Base of every error toolrelay raises deliberately."""
+
+
+class ProtocolError(ToolrelayError):
+    """An upstream body that cannot be read as the wire format it claims to be."""
+
+
+class ProviderError(ToolrelayError):
+    """The model server answered with an error (HTTP status or an error inside the stream)."""
+
+    def __init__(self, message: str, *, status: int | None = None, body: object = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+        self.body = body
+
+
+class ToolError(ToolrelayError):
+    """A tool could not be run; its message goes back to the model as the result."""
+
+
+class ConfigError(ToolrelayError):
+    """Bad configuration: names the key and the problem."""

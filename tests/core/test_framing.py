@@ -1,0 +1,105 @@
+"""SSE (WHATWG) and NDJSON framing, fed whole and cut at every byte."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from toolrelay.core.framing import NDJSONDecoder, SSEDecoder, SSEFrame
+
+
+def decode(body: bytes, cuts: list[int] | None = None) -> tuple[list[SSEFrame], bool]:
+    dec = SSEDecoder()
+    frames: list[SSEFrame] = []
+    start = 0
+    for cut in sorted(cuts or []):
+        frames += dec.feed(body[start:cut])
+        start = cut
+    frames += dec.feed(body[start:])
+    frames += dec.flush()
+    return frames, dec.done
+
+
+def test_data_lines_join_with_newline_and_one_leading_space_is_dropped() -> None:
+    frames, _ = decode(b"data: a\ndata:  b\ndata:c\n\n")
+    assert frames == [SSEFrame("a\n b\nc")]
+
+
+def test_crlf_cr_and_lf_line_endings_all_work() -> None:
+    frames, _ = decode(b"data: 1\r\n\r\ndata: 2\r\rdata: 3\n\n")
+    assert [f.data for f in frames] == ["1", "2", "3"]
+
+
+def test_comments_event_id_retry_fields() -> None:
+    body = b": keep-alive\nevent: error\nid: 7\nretry: 1500\ndata: {}\n\ndata: x\n\n"
+    frames, _ = decode(body)
+    assert frames == [SSEFrame("{}", "error", "7", 1500), SSEFrame("x", None, "7", None)]
+
+
+def test_id_with_nul_is_ignored_and_bad_retry_is_ignored() -> None:
+    frames, _ = decode(b"id: a\x00b\nretry: 12x\ndata: x\n\n")
+    assert frames == [SSEFrame("x")]
+
+
+def test_event_without_data_is_not_dispatched_and_resets_type() -> None:
+    frames, _ = decode(b"event: ping\n\ndata: x\n\n")
+    assert frames == [SSEFrame("x")]
+
+
+def test_field_without_colon_and_data_without_value() -> None:
+    frames, _ = decode(b"data\ndata\n\n")
+    assert frames == [SSEFrame("\n")]
+
+
+def test_bom_is_dropped_only_at_start() -> None:
+    frames, _ = decode(b"\xef\xbb\xbfdata: x\n\n")
+    assert frames == [SSEFrame("x")]
+
+
+def test_done_ends_the_response_and_later_bytes_are_ignored() -> None:
+    frames, done = decode(b"data: 1\n\ndata: [DONE]\n\ndata: 2\n\n")
+    assert [f.data for f in frames] == ["1"]
+    assert done
+
+
+def test_pending_event_at_end_of_body_is_dispatched() -> None:
+    frames, done = decode(b"data: 1\n\ndata: 2")
+    assert [f.data for f in frames] == ["1", "2"]
+    assert not done
+
+
+def test_utf8_character_split_across_reads() -> None:
+    body = "data: héllo ◁think▷ 日本\n\n".encode()
+    for cut in range(len(body)):
+        frames, _ = decode(body, [cut])
+        assert frames == [SSEFrame("héllo ◁think▷ 日本")]
+
+
+def test_invalid_utf8_is_replaced_not_raised() -> None:
+    frames, _ = decode(b"data: a\xffb\n\n")
+    assert frames == [SSEFrame("a\ufffdb")]
+
+
+BODY = (
+    b"\xef\xbb\xbf: c\r\nevent: e\r\ndata: {\"a\": \"\xc3\xa9\"}\r\n\r\n"
+    b"data: x\rdata: y\r\rid: 3\ndata: z\n\ndata: [DONE]\n\n"
+)
+
+
+@given(st.lists(st.integers(min_value=0, max_value=len(BODY)), max_size=12))
+def test_any_cut_gives_the_same_frames(cuts: list[int]) -> None:
+    assert decode(BODY, cuts) == decode(BODY)
+
+
+@given(st.binary(max_size=300), st.lists(st.integers(min_value=0, max_value=300), max_size=6))
+def test_garbage_never_raises_and_cuts_do_not_matter(body: bytes, cuts: list[int]) -> None:
+    cuts = [c for c in cuts if c <= len(body)]
+    assert decode(body, cuts) == decode(body)
+
+
+def test_ndjson_lines_split_anywhere() -> None:
+    body = b'{"a": 1}\r\n\n{"b": 2}\n{"c"'
+    for cut in range(len(body) + 1):
+        dec = NDJSONDecoder()
+        lines = dec.feed(body[:cut]) + dec.feed(body[cut:]) + dec.flush()
+        assert lines == [b'{"a": 1}', b'{"b": 2}', b'{"c"']
