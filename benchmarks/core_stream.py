@@ -32,8 +32,18 @@ def chat_body(chunks: int = 5000) -> bytes:
         emit({"content": f"word{i} "})
     calls = 3
     for c in range(calls):
-        emit({"tool_calls": [{"index": c, "id": f"call_{c}", "type": "function",
-                              "function": {"name": "search", "arguments": ""}}]})
+        emit(
+            {
+                "tool_calls": [
+                    {
+                        "index": c,
+                        "id": f"call_{c}",
+                        "type": "function",
+                        "function": {"name": "search", "arguments": ""},
+                    }
+                ]
+            }
+        )
     for i in range(n_args - calls):
         c = i % calls
         emit({"tool_calls": [{"index": c, "function": {"arguments": f'"k{i}":{i},'}}]})
@@ -50,32 +60,94 @@ def responses_body(chunks: int = 5000) -> bytes:
         nonlocal seq
         event["sequence_number"] = seq
         seq += 1
-        out.append(b"event: " + str(event["type"]).encode() + b"\ndata: " + orjson.dumps(event) + b"\n\n")
+        out.append(
+            b"event: " + str(event["type"]).encode() + b"\ndata: " + orjson.dumps(event) + b"\n\n"
+        )
 
-    emit({"type": "response.created", "response": {"id": "resp_1", "status": "in_progress", "output": []}})
+    emit(
+        {
+            "type": "response.created",
+            "response": {"id": "resp_1", "status": "in_progress", "output": []},
+        }
+    )
     rs = {"type": "reasoning", "id": "rs_1", "summary": []}
     emit({"type": "response.output_item.added", "output_index": 0, "item": rs})
-    emit({"type": "response.reasoning_summary_part.added", "item_id": "rs_1", "output_index": 0,
-          "summary_index": 0, "part": {"type": "summary_text", "text": ""}})
+    emit(
+        {
+            "type": "response.reasoning_summary_part.added",
+            "item_id": "rs_1",
+            "output_index": 0,
+            "summary_index": 0,
+            "part": {"type": "summary_text", "text": ""},
+        }
+    )
     third = chunks // 3
     for i in range(third):
-        emit({"type": "response.reasoning_summary_text.delta", "item_id": "rs_1", "output_index": 0,
-              "summary_index": 0, "delta": f"step {i} "})
-    msg = {"type": "message", "id": "msg_1", "status": "in_progress", "role": "assistant", "content": []}
+        emit(
+            {
+                "type": "response.reasoning_summary_text.delta",
+                "item_id": "rs_1",
+                "output_index": 0,
+                "summary_index": 0,
+                "delta": f"step {i} ",
+            }
+        )
+    msg = {
+        "type": "message",
+        "id": "msg_1",
+        "status": "in_progress",
+        "role": "assistant",
+        "content": [],
+    }
     emit({"type": "response.output_item.added", "output_index": 1, "item": msg})
-    emit({"type": "response.content_part.added", "item_id": "msg_1", "output_index": 1,
-          "content_index": 0, "part": {"type": "output_text", "text": "", "annotations": []}})
+    emit(
+        {
+            "type": "response.content_part.added",
+            "item_id": "msg_1",
+            "output_index": 1,
+            "content_index": 0,
+            "part": {"type": "output_text", "text": "", "annotations": []},
+        }
+    )
     for i in range(third):
-        emit({"type": "response.output_text.delta", "item_id": "msg_1", "output_index": 1,
-              "content_index": 0, "delta": f"word{i} "})
-    fc = {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "search",
-          "arguments": "", "status": "in_progress"}
+        emit(
+            {
+                "type": "response.output_text.delta",
+                "item_id": "msg_1",
+                "output_index": 1,
+                "content_index": 0,
+                "delta": f"word{i} ",
+            }
+        )
+    fc = {
+        "type": "function_call",
+        "id": "fc_1",
+        "call_id": "call_1",
+        "name": "search",
+        "arguments": "",
+        "status": "in_progress",
+    }
     emit({"type": "response.output_item.added", "output_index": 2, "item": fc})
     for i in range(chunks - 2 * third):
-        emit({"type": "response.function_call_arguments.delta", "item_id": "fc_1",
-              "output_index": 2, "delta": f"k{i},"})
-    emit({"type": "response.completed", "response": {"id": "resp_1", "status": "completed",
-          "output": [], "usage": {"input_tokens": 10, "output_tokens": chunks, "total_tokens": 10 + chunks}}})
+        emit(
+            {
+                "type": "response.function_call_arguments.delta",
+                "item_id": "fc_1",
+                "output_index": 2,
+                "delta": f"k{i},",
+            }
+        )
+    emit(
+        {
+            "type": "response.completed",
+            "response": {
+                "id": "resp_1",
+                "status": "completed",
+                "output": [],
+                "usage": {"input_tokens": 10, "output_tokens": chunks, "total_tokens": 10 + chunks},
+            },
+        }
+    )
     return b"".join(out)
 
 
@@ -103,6 +175,9 @@ def run(*, quick: bool = False) -> None:
     print(f"{'stream':<12}{'chunks':>8}{'floor µs':>10}{'ours µs':>10}{'ratio':>8}")
     for name, body in (("chat", chat_body()), ("responses", responses_body())):
         chunks = floor(body)
-        best = interleaved({"floor": lambda: floor(body), "ours": lambda: ours(body)}, repeat)
+        best = interleaved(
+            {"floor": lambda b=body: floor(b), "ours": lambda b=body: ours(b)},
+            repeat,  # type: ignore[misc]
+        )
         f_us, o_us = best["floor"] / chunks * 1e6, best["ours"] / chunks * 1e6
         print(f"{name:<12}{chunks:>8}{f_us:>10.2f}{o_us:>10.2f}{o_us / f_us:>7.2f}×")

@@ -209,7 +209,10 @@ def test_reasoning_details_merge_by_index() -> None:
 def test_code_interpreter_block_when_enabled() -> None:
     acc = Accumulator(tags=TagConfig(code_interpreter=True))
     acc.feed_many(
-        [TextDelta('Run:<code_interpreter lang="python">print(1)'), TextDelta("</code_interpreter>")]
+        [
+            TextDelta('Run:<code_interpreter lang="python">print(1)'),
+            TextDelta("</code_interpreter>"),
+        ]
     )
     acc.finish()
     message, code = acc.output

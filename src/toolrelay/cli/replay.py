@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -18,7 +18,7 @@ from rich.text import Text
 from toolrelay.core.body import BodyFormat, BodyReader, ReadResult, detect_format
 
 
-class ReplayFormat(str, Enum):
+class ReplayFormat(StrEnum):
     auto = "auto"
     chat = "chat"
     responses = "responses"
@@ -52,7 +52,9 @@ def replay(
     evs = reader.feed(body)
     evs.extend(reader.finish())
     if reader.frames == 0:
-        err.print(f"[red]error:[/] {path} is not a model response body ({framing}): {reader.acc.error}")
+        err.print(
+            f"[red]error:[/] {path} is not a model response body ({framing}): {reader.acc.error}"
+        )
         raise typer.Exit(2)
     result = reader.result()
     out = sys.stdout.buffer
@@ -80,13 +82,17 @@ def render(result: ReadResult, console: Console) -> None:
             title = f"call {item.get('name')} ({item.get('call_id')})"
             console.print(Panel(body, title=title, title_align="left", border_style="cyan"))
         elif kind == "code_interpreter":
-            console.print(Panel(Text(str(item.get("code", ""))), title="code", border_style="magenta"))
+            console.print(
+                Panel(Text(str(item.get("code", ""))), title="code", border_style="magenta")
+            )
         else:
             console.print(Text(orjson.dumps(item).decode(), style="dim"))
     usage = result.usage or {}
     summary = f"finish: {result.finish_reason}"
     if usage:
-        summary += f" · tokens in {usage.get('input_tokens', 0)} out {usage.get('output_tokens', 0)}"
+        summary += (
+            f" · tokens in {usage.get('input_tokens', 0)} out {usage.get('output_tokens', 0)}"
+        )
     console.print(Text(summary, style="bold"))
     if result.error:
         console.print(Text(f"error: {result.error}", style="bold red"))

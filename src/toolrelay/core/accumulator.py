@@ -21,7 +21,7 @@ No clock is read unless one is injected (reasoning durations need it).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, cast
 
 from toolrelay.core import events as ev
 from toolrelay.core.deltas import (
@@ -103,7 +103,7 @@ class Accumulator:
             out.extend(self.feed(delta))
         return out
 
-    def feed(self, delta: Delta) -> list[Event]:  # noqa: C901 - one flat dispatch
+    def feed(self, delta: Delta) -> list[Event]:
         match delta:
             case TextDelta(text):
                 if self._splitter is None:
@@ -154,17 +154,20 @@ class Accumulator:
         return out
 
     def _reasoning(self, text: str, details: tuple[dict[str, Any], ...]) -> list[Event]:
-        if self._splitter is not None and self._tags is not None and self._tags.reasoning:
+        tags, splitter = self._tags, self._splitter
+        if (
+            splitter is not None
+            and tags is not None
+            and tags.reasoning
+            and splitter.inside == "text"
+        ):
             # a provider with a native reasoning field: stop looking for <think> tags
-            if self._splitter.inside == "text":
-                out = self._segments(self._splitter.flush())
-                self._tags = TagConfig(
-                    reasoning=(),
-                    solution=False,
-                    code_interpreter=self._tags.code_interpreter,
-                )
-                self._splitter = TagSplitter(self._tags)
-                return out + self._reasoning(text, details)
+            out = self._segments(splitter.flush())
+            self._tags = TagConfig(
+                reasoning=(), solution=False, code_interpreter=tags.code_interpreter
+            )
+            self._splitter = TagSplitter(self._tags)
+            return out + self._reasoning(text, details)
         out = self._text("reasoning", text) if text else []
         if details:
             if self._open is None or self._open["type"] != "reasoning":
@@ -186,7 +189,8 @@ class Accumulator:
                     self._pending_ws = ""
                     if kind == "code_interpreter":
                         lang = attributes.get("lang") or "python"
-                        out.append(self._start(code_interpreter_item(lang=lang, attributes=attributes)))
+                        item = cast(Item, code_interpreter_item(lang=lang, attributes=attributes))
+                        out.append(self._start(item))
                     else:
                         item = _new_text_item("reasoning" if kind == "reasoning" else "message")
                         if attributes:
@@ -318,7 +322,9 @@ class Accumulator:
             call.args = []
             data = {"item_id": call.item["id"], "output_index": self._offset + call.index}
             out.append(
-                Event(ev.FUNCTION_CALL_ARGUMENTS_DONE, {**data, "arguments": call.item["arguments"]})
+                Event(
+                    ev.FUNCTION_CALL_ARGUMENTS_DONE, {**data, "arguments": call.item["arguments"]}
+                )
             )
         for call in calls:
             out.extend(self._split(call.index, status))
@@ -345,7 +351,9 @@ class Accumulator:
             if item.get("status") == "in_progress":
                 item = {**item, "status": status}
                 items.append(item)
-                out.append(Event(ev.OUTPUT_ITEM_DONE, {"output_index": self._offset + i, "item": item}))
+                out.append(
+                    Event(ev.OUTPUT_ITEM_DONE, {"output_index": self._offset + i, "item": item})
+                )
             else:
                 items.append(item)
         self._items = items

@@ -88,6 +88,8 @@ class BodyReader:
         self._ollama = OllamaDecoder()
         self._json: list[bytes] = []
         self.frames = 0
+        self._at_end = False
+        self._stopped_by_caller = False
         """Payloads parsed as JSON so far (0 at the end means nothing readable came)."""
         self.stopped = False
         """True once the body said it was over, or was malformed: later bytes are ignored."""
@@ -105,10 +107,16 @@ class BodyReader:
         self._json.append(data)
         return []
 
+    def stop(self) -> None:
+        """The caller stops reading on purpose (a closed code block): not a truncation."""
+        self.stopped = True
+        self._stopped_by_caller = True
+
     def finish(self, *, dropped: bool = False) -> list[Event]:
         """End of body. `dropped`: the connection broke before the body ended."""
         out: list[Event] = []
-        if not self.stopped:
+        self._at_end = True
+        if not self.stopped and not dropped:  # a dropped body's last frame is cut: skip it
             if self._sse is not None:
                 out.extend(self._frames(self._sse.flush()))
             elif self._ndjson is not None:
@@ -136,7 +144,7 @@ class BodyReader:
 
     def _ended(self) -> bool:
         acc = self.acc
-        if self._sse is not None and self._sse.done:
+        if self._stopped_by_caller or (self._sse is not None and self._sse.done):
             return True
         return acc.finish_reason is not None or acc.status is not None or acc.error is not None
 
@@ -197,8 +205,16 @@ class BodyReader:
         output, _meta = response_object_to_output(obj)
         out: list[Event] = []
         for i, item in enumerate(output):
-            out.extend(self.acc.feed_event({"type": "response.output_item.added", "output_index": i, "item": item}))
-            out.extend(self.acc.feed_event({"type": "response.output_item.done", "output_index": i, "item": item}))
+            out.extend(
+                self.acc.feed_event(
+                    {"type": "response.output_item.added", "output_index": i, "item": item}
+                )
+            )
+            out.extend(
+                self.acc.feed_event(
+                    {"type": "response.output_item.done", "output_index": i, "item": item}
+                )
+            )
         return out + self.acc.feed_event({"type": "response.completed", "response": obj})
 
     def _parse(self, data: str | bytes) -> dict[str, Any] | None:
@@ -213,6 +229,10 @@ class BodyReader:
 
     def _malformed(self, data: str) -> list[Event]:
         self.stopped = True
+        if self._at_end and self._json == []:
+            return self.acc.feed(
+                ErrorDelta("Model response incomplete: the body ended inside a chunk.")
+            )
         snippet = data[:_SNIPPET] + ("…" if len(data) > _SNIPPET else "")
         return self.acc.feed(ErrorDelta(f"Malformed chunk from the model server: {snippet!r}"))
 

@@ -1,0 +1,135 @@
+"""Where Python tools come from: a `.py` file, an importable module, or a list.
+
+Owns importing tool files by path (each under its own module name, so two
+files called `tools.py` do not collide), collecting the `PythonTool` objects
+a module exposes plus an Open WebUI-style `class Tools:` whose public methods
+become tools, and checking that tool names are unique.
+
+Valves, user valves and the rest of Open WebUI's tool-file frontmatter are
+not handled here: `self.valves` stays whatever the class sets it to.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import inspect
+import re
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from toolrelay.adapters.tools.python import PythonTool, tool
+from toolrelay.core.ids import new_id
+from toolrelay.engine.interfaces import Tool
+from toolrelay.errors import ConfigError
+
+__all__ = ["as_tools", "load_tools_from_file", "load_tools_from_module"]
+
+_MODULE_PREFIX = "toolrelay_user_tools"
+
+
+def load_tools_from_file(path: str | Path) -> list[PythonTool]:
+    """Import a tool file by path and collect its tools.
+
+    Raises `ConfigError` naming the path when the file is missing, fails to
+    import, or defines two tools with the same name.
+    """
+    file = Path(path)
+    if not file.is_file():
+        raise ConfigError(f"tool file {str(file)!r}: no such file")
+    stem = re.sub(r"\W", "_", file.stem)
+    name = f"{_MODULE_PREFIX}_{stem}_{new_id('m')}"
+    spec = importlib.util.spec_from_file_location(name, file)
+    if spec is None or spec.loader is None:
+        raise ConfigError(f"tool file {str(file)!r}: not importable as Python")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # pydantic and dataclasses look their module up here
+    try:
+        spec.loader.exec_module(module)
+        return _unique(_collect(module), str(file))
+    except (Exception, SystemExit) as exc:
+        sys.modules.pop(name, None)
+        if isinstance(exc, ConfigError):
+            raise
+        raise ConfigError(
+            f"tool file {str(file)!r} failed to load: {type(exc).__name__}: {exc}"
+        ) from exc
+
+
+def load_tools_from_module(name: str) -> list[PythonTool]:
+    """Import a module by dotted name and collect its tools (like `load_tools_from_file`)."""
+    try:
+        module = importlib.import_module(name)
+        return _unique(_collect(module), name)
+    except ConfigError:
+        raise
+    except (Exception, SystemExit) as exc:
+        raise ConfigError(
+            f"tool module {name!r} failed to load: {type(exc).__name__}: {exc}"
+        ) from exc
+
+
+def as_tools(objs: Iterable[Any]) -> list[Tool]:
+    """Accept tools, `Tool`-protocol objects or plain callables (wrapped with `tool`).
+
+    Names must be unique across the list: the model calls tools by name.
+    """
+    tools: list[Tool] = []
+    seen: set[str] = set()
+    for obj in objs:
+        item = _as_tool(obj)
+        if item.spec.name in seen:
+            raise ValueError(f"duplicate tool name: {item.spec.name!r}")
+        seen.add(item.spec.name)
+        tools.append(item)
+    return tools
+
+
+def _as_tool(obj: Any) -> Tool:
+    if isinstance(obj, PythonTool):
+        return obj
+    if not isinstance(obj, type) and isinstance(obj, Tool):
+        protocol_tool: Tool = obj
+        return protocol_tool
+    if callable(obj):
+        return tool(obj)
+    raise TypeError(f"not a tool or a callable: {obj!r}")
+
+
+def _collect(module: ModuleType) -> list[PythonTool]:
+    """Module-level `PythonTool`s (only `__all__`'s when it is set), then `class Tools`."""
+    names = getattr(module, "__all__", None)
+    namespace = vars(module)
+    members = [namespace[n] for n in names if n in namespace] if names else namespace.values()
+    found: list[PythonTool] = []
+    for value in members:
+        if isinstance(value, PythonTool) and all(value is not t for t in found):
+            found.append(value)
+    owui = namespace.get("Tools")
+    if isinstance(owui, type):
+        found.extend(_methods_as_tools(owui))
+    return found
+
+
+def _methods_as_tools(cls: type) -> list[PythonTool]:
+    """Public methods of an Open WebUI `Tools` class, bound to one instance."""
+    instance = cls()
+    found: list[PythonTool] = []
+    for attr, raw in vars(cls).items():
+        if attr.startswith("_"):
+            continue
+        if inspect.isfunction(raw) or isinstance(raw, (staticmethod, classmethod)):
+            found.append(tool(getattr(instance, attr)))
+    return found
+
+
+def _unique(tools: list[PythonTool], source: str) -> list[PythonTool]:
+    seen: set[str] = set()
+    for item in tools:
+        if item.spec.name in seen:
+            raise ConfigError(f"{source!r} defines two tools named {item.spec.name!r}")
+        seen.add(item.spec.name)
+    return tools

@@ -1,0 +1,326 @@
+"""Output items back into provider messages (SPEC R13, R14; reference §10.2).
+
+After a round of tool calls the engine resends the conversation. This module
+turns the turn's output items into what the provider reads next: Chat
+Completions messages (`to_chat_messages`) or Responses API input items
+(`to_responses_input`). It also repairs client-supplied Chat Completions
+histories (`repair_history`) so a provider never sees a dangling tool call.
+
+Rules the Chat Completions form keeps, because providers reject anything else:
+
+1. A call is replayed only when both its `function_call` item and a
+   `function_call_output` item with the same `call_id` exist. Unanswered
+   calls and orphan outputs are dropped.
+2. Every assistant message carrying `tool_calls` is followed at once by one
+   `tool` message per call, in call order, whatever order the outputs came in.
+3. `tool` messages cannot carry images, so a multimodal result keeps its text
+   in the tool message and its images move to ONE `user` message placed after
+   the last tool message of that group (`TOOL_IMAGES_TEXT` opens it).
+4. Text and reasoning before a group's first tool output share the assistant
+   message with the group's calls; text after the outputs starts a new one.
+   Separate message items are joined with a newline.
+5. An assistant message with neither content nor tool calls is not emitted.
+
+`code_interpreter` items are replayed as assistant text: the code inside
+`<code_interpreter lang="…">` tags, then the output (a string, or a dict's
+non-empty `stdout`, `stderr`, `result`) inside `<code_interpreter_output>`.
+Reasoning text is the item's `content`, or its `summary` when content is empty.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+
+from toolrelay.core.items import Item
+
+__all__ = [
+    "INTERRUPTED_TOOL_RESULT",
+    "TOOL_IMAGES_TEXT",
+    "ReasoningReplay",
+    "repair_history",
+    "to_chat_messages",
+    "to_responses_input",
+]
+
+ReasoningReplay = Literal["none", "reasoning_content", "think_tags"]
+"""How reasoning goes back to the model: dropped, as a message field, or inline tags."""
+
+TOOL_IMAGES_TEXT: Final = "Images returned by the tool call(s) above:"
+INTERRUPTED_TOOL_RESULT: Final = "Error: the tool call was interrupted before it returned a result."
+
+_TEXT_PART_TYPES: Final = frozenset({"input_text", "output_text", "text"})
+_SUMMARY_TYPES: Final = frozenset({"summary_text"})
+
+
+def _answered_call_ids(output: Sequence[Item]) -> set[str]:
+    """Call ids that have both a call and an output item (rule 1)."""
+    calls = {i.get("call_id") for i in output if i.get("type") == "function_call"}
+    outputs = {i.get("call_id") for i in output if i.get("type") == "function_call_output"}
+    return {c for c in calls & outputs if isinstance(c, str)}
+
+
+def _parts_text(parts: object, types: frozenset[str] = _TEXT_PART_TYPES) -> str:
+    if not isinstance(parts, list):
+        return ""
+    return "".join(
+        p["text"]
+        for p in parts
+        if isinstance(p, dict) and p.get("type") in types and isinstance(p.get("text"), str)
+    )
+
+
+def _reasoning_text(item: Item) -> str:
+    return _parts_text(item.get("content")) or _parts_text(item.get("summary"), _SUMMARY_TYPES)
+
+
+def _image_url(part: Mapping[str, Any]) -> str | None:
+    """`input_image` parts carry a url string, or Chat-style `{"url": …}`."""
+    url = part.get("image_url")
+    if isinstance(url, Mapping):
+        url = url.get("url")
+    return url if isinstance(url, str) and url else None
+
+
+def _split_output(value: object) -> tuple[str, list[str]]:
+    """A tool result as (text, image urls); text parts are joined with newlines."""
+    if isinstance(value, str):
+        return value, []
+    if not isinstance(value, list):
+        return ("" if value is None else str(value)), []
+    texts: list[str] = []
+    images: list[str] = []
+    for part in value:
+        if not isinstance(part, Mapping):
+            continue
+        if part.get("type") == "input_image":
+            url = _image_url(part)
+            if url is not None:
+                images.append(url)
+        elif part.get("type") in _TEXT_PART_TYPES and isinstance(part.get("text"), str):
+            texts.append(part["text"])
+    return "\n".join(texts), images
+
+
+def _code_interpreter_text(item: Item) -> str:
+    attrs = {"lang": str(item.get("lang") or "python")}
+    extra = item.get("attributes")
+    if isinstance(extra, Mapping):
+        attrs.update({str(k): str(v) for k, v in extra.items() if k != "lang"})
+    rendered = "".join(f' {k}="{html.escape(v, quote=True)}"' for k, v in attrs.items())
+    text = f"<code_interpreter{rendered}>\n{item.get('code') or ''}\n</code_interpreter>"
+    result = item.get("output")
+    if isinstance(result, Mapping):
+        keys = ("stdout", "stderr", "result")
+        result = "\n".join(str(result[k]) for k in keys if result.get(k))
+    elif result is not None:
+        result = str(result)
+    if result:
+        text += f"\n<code_interpreter_output>\n{result}\n</code_interpreter_output>"
+    return text
+
+
+@dataclass(slots=True)
+class _ChatBuilder:
+    """Buffers one assistant message's parts until its tool results arrive."""
+
+    reasoning: ReasoningReplay
+    outputs: dict[str, Item]
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)
+    thoughts: list[str] = field(default_factory=list)
+    calls: list[Item] = field(default_factory=list)
+
+    def add(self, item: Item, answered: set[str]) -> None:
+        kind = item.get("type")
+        if kind == "message":
+            text = _parts_text(item.get("content"))
+            if text:
+                self.texts.append(text)
+        elif kind == "reasoning":
+            text = _reasoning_text(item)
+            if text:
+                self.thoughts.append(text)
+        elif kind == "code_interpreter":
+            self.texts.append(_code_interpreter_text(item))
+        elif kind == "function_call" and item.get("call_id") in answered:
+            self.calls.append(item)
+        elif kind == "function_call_output" and self.calls:
+            self.flush()
+
+    def flush(self) -> None:
+        """Emit the buffered assistant message, then its tool results and images."""
+        assistant = self._assistant()
+        if assistant is not None:
+            self.messages.append(assistant)
+        images: list[str] = []
+        for call in self.calls:
+            text, urls = _split_output(self.outputs[call["call_id"]].get("output"))
+            self.messages.append({"role": "tool", "tool_call_id": call["call_id"], "content": text})
+            images.extend(urls)
+        if images:
+            parts: list[dict[str, Any]] = [{"type": "text", "text": TOOL_IMAGES_TEXT}]
+            parts += [{"type": "image_url", "image_url": {"url": url}} for url in images]
+            self.messages.append({"role": "user", "content": parts})
+        self.texts, self.thoughts, self.calls = [], [], []
+
+    def _assistant(self) -> dict[str, Any] | None:
+        text = "\n".join(self.texts)
+        thought = "\n".join(self.thoughts)
+        if self.reasoning == "think_tags" and thought:
+            text = f"<think>{thought}</think>\n{text}"
+        if not text and not self.calls:
+            return None
+        message: dict[str, Any] = {"role": "assistant", "content": text or None}
+        if self.calls:
+            message["tool_calls"] = [
+                {
+                    "id": call["call_id"],
+                    "type": "function",
+                    "function": {
+                        "name": str(call.get("name") or ""),
+                        "arguments": str(call.get("arguments") or "{}"),
+                    },
+                }
+                for call in self.calls
+            ]
+        if self.reasoning == "reasoning_content" and (self.calls or thought):
+            message["reasoning_content"] = thought
+        return message
+
+
+def to_chat_messages(
+    output: Sequence[Item], *, reasoning: ReasoningReplay = "none"
+) -> list[dict[str, Any]]:
+    """Chat Completions messages to append after the history for this turn's items."""
+    answered = _answered_call_ids(output)
+    outputs = {
+        i["call_id"]: i
+        for i in output
+        if i.get("type") == "function_call_output" and i.get("call_id") in answered
+    }
+    builder = _ChatBuilder(reasoning=reasoning, outputs=outputs)
+    for item in output:
+        builder.add(item, answered)
+    builder.flush()
+    return builder.messages
+
+
+def _responses_output(value: object) -> str | list[dict[str, Any]]:
+    """A tool result as Responses input: a string, or `input_text`/`input_image` parts."""
+    if isinstance(value, str):
+        return value
+    if not isinstance(value, list):
+        return "" if value is None else str(value)
+    parts: list[dict[str, Any]] = []
+    for part in value:
+        if not isinstance(part, Mapping):
+            continue
+        if part.get("type") == "input_image":
+            url = _image_url(part)
+            if url is not None:
+                parts.append({"type": "input_image", "image_url": url})
+        elif part.get("type") in _TEXT_PART_TYPES and isinstance(part.get("text"), str):
+            parts.append({"type": "input_text", "text": part["text"]})
+    return parts
+
+
+def _assistant_text_item(text: str) -> dict[str, Any]:
+    return {
+        "type": "message",
+        "role": "assistant",
+        "content": [{"type": "output_text", "text": text}],
+    }
+
+
+def _responses_item(item: Item, answered: set[str]) -> dict[str, Any] | None:
+    """One output item as a Responses input item; None when it is not replayed."""
+    kind = item.get("type")
+    if kind == "message":
+        text = _parts_text(item.get("content"))
+        return _assistant_text_item(text) if text else None
+    if kind == "code_interpreter":
+        return _assistant_text_item(_code_interpreter_text(item))
+    if kind == "reasoning" and isinstance(item.get("encrypted_content"), str):
+        summary = [
+            {"type": "summary_text", "text": p["text"]}
+            for p in item.get("summary") or []
+            if isinstance(p, Mapping) and isinstance(p.get("text"), str)
+        ]
+        return {
+            "type": "reasoning",
+            "summary": summary,
+            "encrypted_content": item["encrypted_content"],
+        }
+    if item.get("call_id") not in answered:
+        return None
+    if kind == "function_call":
+        return {
+            "type": "function_call",
+            "call_id": item["call_id"],
+            "name": str(item.get("name") or ""),
+            "arguments": str(item.get("arguments") or "{}"),
+        }
+    if kind == "function_call_output":
+        return {
+            "type": "function_call_output",
+            "call_id": item["call_id"],
+            "output": _responses_output(item.get("output")),
+        }
+    return None
+
+
+def to_responses_input(output: Sequence[Item]) -> list[dict[str, Any]]:
+    """Responses API input items for this turn's items, in item order.
+
+    Our item ids are minted locally, so ids and statuses are dropped. Reasoning
+    is replayed only when it carries `encrypted_content` (stateless reasoning
+    continuation); plain reasoning text cannot be sent back on this API.
+    """
+    answered = _answered_call_ids(output)
+    converted = (_responses_item(item, answered) for item in output)
+    return [item for item in converted if item is not None]
+
+
+def _call_ids(message: Mapping[str, Any]) -> list[str]:
+    calls = message.get("tool_calls") if message.get("role") == "assistant" else None
+    if not isinstance(calls, list):
+        return []
+    return [c["id"] for c in calls if isinstance(c, Mapping) and isinstance(c.get("id"), str)]
+
+
+def _interrupted(open_calls: Sequence[str], answered: set[str]) -> list[dict[str, Any]]:
+    """Synthetic results for the calls of one block that never got an answer."""
+    return [
+        {"role": "tool", "tool_call_id": call_id, "content": INTERRUPTED_TOOL_RESULT}
+        for call_id in open_calls
+        if call_id not in answered
+    ]
+
+
+def repair_history(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A client history a provider will accept: every tool call answered, no stray results.
+
+    A tool message counts only inside the contiguous run of tool messages right
+    after the assistant message that made the call (first answer wins); any
+    other tool message is dropped. Calls left unanswered when that run ends get
+    `INTERRUPTED_TOOL_RESULT`, in call order.
+    """
+    repaired: list[dict[str, Any]] = []
+    open_calls: list[str] = []
+    answered: set[str] = set()
+    for message in messages:
+        if message.get("role") == "tool":
+            call_id = message.get("tool_call_id")
+            if isinstance(call_id, str) and call_id in open_calls and call_id not in answered:
+                answered.add(call_id)
+                repaired.append(dict(message))
+            continue
+        repaired += _interrupted(open_calls, answered)
+        repaired.append(dict(message))
+        open_calls = list(dict.fromkeys(_call_ids(message)))
+        answered = set()
+    repaired += _interrupted(open_calls, answered)
+    return repaired

@@ -1,0 +1,97 @@
+"""Merges delta events of one item so a client gets at most one per window.
+
+Text, reasoning and argument deltas of the same item and part are joined
+until `window` seconds or `max_chunks` deltas have passed, or another event
+comes; a timer flushes what waits when the upstream pauses. A window of 0
+passes every event straight through. Order is kept exactly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Iterable
+
+from toolrelay.core.events import DELTA_EVENTS, Event
+from toolrelay.engine.interfaces import EventSink
+
+
+class Coalescer:
+    def __init__(
+        self,
+        sink: EventSink,
+        *,
+        window: float,
+        max_chunks: int,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._sink = sink
+        self._window = window
+        self._max = max(1, max_chunks)
+        self._clock = clock
+        self._pending: Event | None = None
+        self._pieces: list[str] = []
+        self._since = 0.0
+        self._lock = asyncio.Lock()
+        self._timer: asyncio.TimerHandle | None = None
+        self._flusher: asyncio.Task[None] | None = None
+
+    async def emit_many(self, events: Iterable[Event]) -> None:
+        for event in events:
+            await self.emit(event)
+
+    async def emit(self, event: Event) -> None:
+        if self._window <= 0:
+            await self._send(event)
+            return
+        if event.type in DELTA_EVENTS:
+            pending = self._pending
+            if pending is not None and _same_target(pending, event):
+                self._pieces.append(event.data["delta"])
+                if len(self._pieces) >= self._max or self._clock() - self._since >= self._window:
+                    await self.flush()
+                return
+            await self.flush()
+            self._pending, self._pieces, self._since = event, [event.data["delta"]], self._clock()
+            self._arm()
+            return
+        await self.flush()
+        await self._send(event)
+
+    async def flush(self) -> None:
+        pending, self._pending = self._pending, None
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if pending is None:
+            return
+        pieces, self._pieces = self._pieces, []
+        if len(pieces) > 1:
+            pending = Event(pending.type, {**pending.data, "delta": "".join(pieces)})
+        await self._send(pending)
+
+    async def aclose(self) -> None:
+        await self.flush()
+        if self._flusher is not None:
+            await self._flusher
+
+    def _arm(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._timer = loop.call_later(self._window, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        if self._pending is not None and (self._flusher is None or self._flusher.done()):
+            self._flusher = asyncio.get_running_loop().create_task(self.flush())
+
+    async def _send(self, event: Event) -> None:
+        async with self._lock:
+            await self._sink.emit(event)
+
+
+def _same_target(a: Event, b: Event) -> bool:
+    return (
+        a.type == b.type
+        and a.data.get("item_id") == b.data.get("item_id")
+        and a.data.get("content_index") == b.data.get("content_index")
+    )

@@ -1,0 +1,206 @@
+"""Finishing a turn (SPEC R18–R20): close items, outlets, tasks, save once, final event.
+
+Order: every `in_progress` item is closed (`completed`, or `incomplete` when
+the turn failed or was cancelled); outlet filters run (pipelines first) and
+may rewrite the output (then `chat:outlet`); background tasks run on the
+task model; the turn is saved once; the final `chat:completion` event with
+`done: true` goes out last.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, cast
+
+from toolrelay.core import events as ev
+from toolrelay.core.events import Event
+from toolrelay.core.items import Item, message_item, output_text
+from toolrelay.core.tool_results import strip_base64
+from toolrelay.engine.filters import run_outlets
+from toolrelay.engine.interfaces import ChatStore, Message, ModelClient
+from toolrelay.engine.tasks import run_tasks
+
+if TYPE_CHECKING:
+    from toolrelay.engine.loop import Turn
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class TurnResult:
+    """The outcome of one turn, as `Relay.run` returns it."""
+
+    output: list[Item]
+    text: str
+    usage: dict[str, Any]
+    status: str
+    """`completed`, `capped`, `failed` or `cancelled`."""
+    error: str | None = None
+    finish_reason: str | None = None
+    timings: dict[str, Any] = field(default_factory=dict)
+    title: str | None = None
+    tags: tuple[str, ...] = ()
+    follow_ups: tuple[str, ...] = ()
+
+
+@dataclass(slots=True)
+class Finisher:
+    """The end-of-turn steps; each part is optional."""
+
+    store: ChatStore | None = None
+    chat_id: str | None = None
+    message_id: str | None = None
+    filters: Sequence[Any] = ()
+    task_model: ModelClient | None = None
+    tasks: Sequence[str] = ("title", "tags", "follow_ups")
+    user: Mapping[str, Any] | None = None
+    model_name: str | None = None
+
+    async def finish(
+        self,
+        turn: Turn,
+        status: str,
+        error: str | None,
+        *,
+        finish_reason: str | None,
+        timings: dict[str, Any],
+        note: str | None = None,
+    ) -> TurnResult:
+        closing = "completed" if status in ("completed", "capped") else "incomplete"
+        output = [_closed(i, closing) for i in turn.output]
+        if status != "cancelled":
+            output = await self._outlets(turn, output)
+        text = output_text(output)
+        result = TurnResult(
+            output=output,
+            text=text,
+            usage=dict(turn.usage),
+            status=status,
+            error=error,
+            finish_reason=finish_reason,
+            timings={**timings, **({"note": note} if note else {})},
+        )
+        if status == "completed" and self.task_model is not None and self.tasks:
+            result = await self._tasks(turn, result)
+        await self._save(result)
+        await turn.emitter.emit(Event(ev.CHAT_COMPLETION, _final_data(result)))
+        await turn.emitter.flush()
+        return result
+
+    async def _outlets(self, turn: Turn, output: list[Item]) -> list[Item]:
+        if not self.filters:
+            return output
+        content = output_text(output)
+        messages: list[Message] = [*turn.setup.messages]
+        body = {
+            "model": self.model_name,
+            "chat_id": self.chat_id,
+            "id": self.message_id,
+            "messages": [*messages, {"role": "assistant", "content": content, "output": output}],
+        }
+        try:
+            changed = await run_outlets(self.filters, body, self.user)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a broken filter must not lose the answer
+            log.warning("outlet filter failed: %s", exc)
+            return output
+        new = _assistant_after(changed)
+        if new is None:
+            return output
+        new_output = _rewritten(output, new)
+        if new_output == output:
+            return output
+        await turn.emitter.emit(
+            Event(
+                ev.CHAT_OUTLET,
+                {"content": output_text(new_output), "output": strip_base64(new_output)},
+            )
+        )
+        return new_output
+
+    async def _tasks(self, turn: Turn, result: TurnResult) -> TurnResult:
+        assert self.task_model is not None
+        found = await run_tasks(
+            self.task_model, turn.setup.messages, result.output, wanted=self.tasks
+        )
+        if found.title:
+            await turn.emitter.emit(Event(ev.CHAT_TITLE, {"title": found.title}))
+        if found.tags:
+            await turn.emitter.emit(Event(ev.CHAT_TAGS, {"tags": list(found.tags)}))
+        if found.follow_ups:
+            await turn.emitter.emit(
+                Event(ev.CHAT_FOLLOW_UPS, {"follow_ups": list(found.follow_ups)})
+            )
+        update = getattr(self.store, "update_chat", None)
+        if self.chat_id and update is not None and (found.title or found.tags):
+            await update(self.chat_id, title=found.title, tags=list(found.tags) or None)
+        return TurnResult(
+            **{
+                **_fields(result),
+                "title": found.title,
+                "tags": found.tags,
+                "follow_ups": found.follow_ups,
+            }
+        )
+
+    async def _save(self, result: TurnResult) -> None:
+        if self.store is None or self.chat_id is None or self.message_id is None:
+            return
+        turn = {
+            "output": result.output,
+            "content": result.text,
+            "usage": result.usage,
+            "status": result.status,
+            "error": result.error,
+            "timings": result.timings,
+            "model": self.model_name,
+            "follow_ups": list(result.follow_ups),
+        }
+        await self.store.save_turn(self.chat_id, self.message_id, turn)
+
+
+def _fields(result: TurnResult) -> dict[str, Any]:
+    return {name: getattr(result, name) for name in TurnResult.__dataclass_fields__}
+
+
+def _closed(item: Item, status: str) -> Item:
+    return {**item, "status": status} if item.get("status") == "in_progress" else item
+
+
+def _final_data(result: TurnResult) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "done": True,
+        "output": strip_base64(result.output),
+        "content": result.text,
+        "usage": result.usage,
+        "status": result.status,
+    }
+    if result.error:
+        data["error"] = {"content": result.error}
+    if result.title:
+        data["title"] = result.title
+    return data
+
+
+def _assistant_after(body: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        return None
+    last = messages[-1]
+    return last if isinstance(last, Mapping) and last.get("role") == "assistant" else None
+
+
+def _rewritten(output: list[Item], message: Mapping[str, Any]) -> list[Item]:
+    """A filter may return a new `output`, or only a new `content`: the text is then replaced."""
+    new_output = message.get("output")
+    if isinstance(new_output, list) and new_output != output:
+        return [dict(i) for i in new_output if isinstance(i, dict)]
+    content = message.get("content")
+    if not isinstance(content, str) or content == output_text(output):
+        return output
+    kept = [i for i in output if i.get("type") != "message"]
+    return [*kept, cast(Item, message_item(content, status="completed"))]

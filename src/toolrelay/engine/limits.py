@@ -1,0 +1,63 @@
+"""RunLimits: every bound the loop obeys, with sane defaults and env overrides."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Literal
+
+from toolrelay.errors import ConfigError
+
+ENV_MAX_ITERATIONS = "CHAT_RESPONSE_MAX_TOOL_CALL_ITERATIONS"
+DEFAULT_MAX_ITERATIONS = 256
+
+
+def _env_max_iterations() -> int:
+    raw = os.environ.get(ENV_MAX_ITERATIONS, "").strip()
+    if not raw:
+        return DEFAULT_MAX_ITERATIONS
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigError(f"{ENV_MAX_ITERATIONS} must be an integer, got {raw!r}") from None
+    if value < -1 or value == 0:
+        raise ConfigError(f"{ENV_MAX_ITERATIONS} must be a positive integer or -1, got {value}")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class RunLimits:
+    """Bounds of one turn. `max_iterations=-1` means no cap (SPEC R7)."""
+
+    max_iterations: int = field(default_factory=_env_max_iterations)
+    """Tool-call rounds per turn; the env var sets the default."""
+    on_cap: Literal["error", "final_answer"] = "error"
+    """At the cap: write an error (SPEC R7), or make one last call without tools."""
+    repeat_warn: int = 3
+    """Identical calls in a row before the result tells the model it repeats itself."""
+    repeat_stop: int | None = None
+    """Identical calls in a row that stop the loop; default 2 × repeat_warn. 0 disables."""
+    tool_timeout: float = 120.0
+    """Seconds per tool call (a tool's own `timeout` wins)."""
+    max_concurrency: int = 8
+    """Calls of one batch that run at once."""
+    client_tool_timeout: float = 300.0
+    """Seconds to wait for a client-side tool's result or an approval."""
+    coalesce_ms: float = 20.0
+    """Delta events of one item are merged over this window; 0 sends every chunk."""
+    coalesce_chunks: int = 16
+    """… or over this many chunks, whichever comes first."""
+    interpreter_retries: int = 5
+    """Code-interpreter runs per turn (SPEC R16)."""
+
+    def __post_init__(self) -> None:
+        if self.max_iterations < -1 or self.max_iterations == 0:
+            raise ConfigError("max_iterations must be a positive integer or -1 (no cap)")
+        if self.max_concurrency < 1:
+            raise ConfigError("max_concurrency must be at least 1")
+        if self.on_cap not in ("error", "final_answer"):
+            raise ConfigError("on_cap must be 'error' or 'final_answer'")
+
+    @property
+    def stop_after_repeats(self) -> int:
+        return 2 * self.repeat_warn if self.repeat_stop is None else self.repeat_stop

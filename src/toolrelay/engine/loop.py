@@ -1,0 +1,273 @@
+"""run_turn(): stream → accumulate → decide → run tools → repeat (SPEC R7, R12–R22).
+
+The loop is a short `match` over the pure decision in `core.decide`; reading
+a response, running a batch and finishing are separate units. Invariants:
+
+1. Every event goes out through the coalescer, in order.
+2. The turn is saved once, at the end, also when it fails or is cancelled
+   (the save is shielded from the cancellation, which then propagates).
+3. Nothing raises out of the loop except cancellation: upstream faults,
+   malformed bodies and tool failures become an error event, status `failed`
+   (or a result for the model), with the partial output kept.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, assert_never
+
+from toolrelay.core import events as ev
+from toolrelay.core.body import BodyReader, ReadResult
+from toolrelay.core.decide import (
+    Capped,
+    Failed,
+    Final,
+    Interrupted,
+    Outcome,
+    RunCode,
+    RunTools,
+    Step,
+    decide,
+)
+from toolrelay.core.deltas import ErrorDelta
+from toolrelay.core.events import Event
+from toolrelay.core.items import Item
+from toolrelay.core.rag import RagSnapshot, inject
+from toolrelay.core.think_tags import TagConfig
+from toolrelay.core.usage import merge_usage
+from toolrelay.engine.coalesce import Coalescer
+from toolrelay.engine.finish import Finisher, TurnResult
+from toolrelay.engine.interfaces import (
+    EventSink,
+    Message,
+    ModelClient,
+    ModelRequest,
+    Tool,
+    ToolContext,
+)
+from toolrelay.engine.interpreter import CodeRunner
+from toolrelay.engine.limits import RunLimits
+from toolrelay.engine.pending import PendingCalls
+from toolrelay.engine.tool_runner import ToolEnv, run_batch
+from toolrelay.errors import ProviderError
+
+
+@dataclass(slots=True)
+class TurnSetup:
+    """Everything one turn needs; built by `Relay` or the server."""
+
+    model: ModelClient
+    messages: Sequence[Message]
+    sink: EventSink
+    finisher: Finisher
+    tools: Mapping[str, Tool] = field(default_factory=dict)
+    limits: RunLimits = field(default_factory=RunLimits)
+    pending: PendingCalls = field(default_factory=PendingCalls)
+    context: ToolContext = field(default_factory=ToolContext)
+    params: Mapping[str, Any] = field(default_factory=dict)
+    tags: TagConfig | None = field(default_factory=TagConfig)
+    code_runner: CodeRunner | None = None
+    rag: RagSnapshot | None = None
+    stateful: bool = False
+    """Responses API: continue with `previous_response_id` (R14)."""
+    deferred: frozenset[str] = frozenset()
+    """Tool names whose calls end the turn unexecuted (client runs them)."""
+    clock: Callable[[], float] = time.monotonic
+
+
+class Turn:
+    """One assistant turn; `run()` returns its result or re-raises cancellation."""
+
+    def __init__(self, setup: TurnSetup) -> None:
+        self.setup = setup
+        self.output: list[Item] = []
+        self.usage: dict[str, Any] = {}
+        self.iterations = 0
+        self.code_runs = 0
+        self.response_id: str | None = None
+        self.finish_reason: str | None = None
+        self.sources: list[dict[str, Any]] = []
+        self._reader: BodyReader | None = None
+        self._started = setup.clock()
+        limits = setup.limits
+        self.emitter = Coalescer(
+            setup.sink, window=limits.coalesce_ms / 1000, max_chunks=limits.coalesce_chunks
+        )
+        self.tool_env = ToolEnv(setup.tools, limits, setup.context, self._emit_tool, setup.pending)
+
+    async def run(self) -> TurnResult:
+        try:
+            return await self._loop()
+        except asyncio.CancelledError:
+            await asyncio.shield(self._cancelled())
+            raise
+
+    async def _loop(self) -> TurnResult:
+        new_from = 0
+        while True:
+            read = await self._read(self._request(new_from, with_tools=True))
+            outcome = self._decide(read)
+            match outcome:
+                case Final():
+                    return await self._finish("completed", None)
+                case RunTools(calls):
+                    new_from = len(self.output)
+                    stop = await self._run_tools(calls)
+                    if stop is not None:
+                        return await self._finish("failed", stop)
+                case RunCode(item):
+                    new_from = len(self.output)
+                    await self._run_code(item)
+                case Capped(calls):
+                    return await self._capped(calls)
+                case Failed(error):
+                    return await self._finish("failed", error)
+                case Interrupted():
+                    return await self._finish("completed", None, finish_reason="tool_calls")
+                case _:
+                    assert_never(outcome)
+
+    def _decide(self, read: ReadResult) -> Outcome:
+        limits = self.setup.limits
+        code_limit = limits.interpreter_retries if self.setup.code_runner is not None else 0
+        return decide(
+            Step(
+                output=read.output,
+                calls=[i for i in read.output if i.get("type") == "function_call"],
+                error=read.error,
+                iterations=self.iterations,
+                max_iterations=limits.max_iterations,
+                deferred_names=self.setup.deferred,
+                code_runs=self.code_runs,
+                code_limit=code_limit,
+            )
+        )
+
+    def _request(self, new_from: int, *, with_tools: bool) -> ModelRequest:
+        setup = self.setup
+        messages = setup.messages
+        if setup.rag is not None:
+            messages = inject(messages, setup.rag, tool_sources=self.sources)
+        tools = [t.spec.openai_spec() for t in setup.tools.values()] if with_tools else []
+        stateful = setup.stateful and self.response_id is not None
+        return ModelRequest(
+            messages=messages,
+            output=list(self.output),
+            tools=tools,
+            params=setup.params,
+            previous_response_id=self.response_id if stateful else None,
+            new_items_from=new_from if stateful else 0,
+        )
+
+    async def _read(self, request: ModelRequest) -> ReadResult:
+        """Read one response to its end; faults become the result's error."""
+        setup = self.setup
+        try:
+            stream = await setup.model.open(request)
+        except ProviderError as exc:
+            await self.emitter.emit(_error_event(exc.message))
+            return ReadResult([], None, None, exc.message, None, True)
+        reader = self._reader = BodyReader(
+            stream.format,  # type: ignore[arg-type]
+            tags=setup.tags,
+            clock=setup.clock,
+            offset=len(self.output),
+        )
+        dropped = False
+        try:
+            async for chunk in stream:
+                await self.emitter.emit_many(reader.feed(chunk))
+                if reader.acc.code_closed and setup.code_runner is not None:
+                    reader.stop()  # run the block now; the rest of the stream is not read
+                if reader.stopped:
+                    break
+        except ProviderError as exc:
+            dropped = True
+            await self.emitter.emit_many(reader.acc.feed(ErrorDelta(exc.message)))
+        finally:
+            await stream.aclose()
+        await self.emitter.emit_many(reader.finish(dropped=dropped))
+        self._reader = None
+        return self._absorb(reader.result())
+
+    def _absorb(self, read: ReadResult) -> ReadResult:
+        self.output.extend(read.output)
+        if read.usage:
+            self.usage = merge_usage(self.usage, read.usage)
+        if read.response_id:
+            self.response_id = read.response_id
+        self.finish_reason = read.finish_reason
+        return read
+
+    async def _emit_tool(self, event: Event) -> None:
+        if event.type == ev.SOURCE:
+            self.sources.append(event.data)
+        await self.emitter.emit(event)
+
+    async def _run_tools(self, calls: Sequence[Item]) -> str | None:
+        self.iterations += 1
+        batch = await run_batch(calls, self.tool_env, base_index=len(self.output))
+        by_id = {c["id"]: c for c in batch.calls}
+        self.output = [
+            by_id.get(i.get("id"), i) if i.get("type") == "function_call" else i
+            for i in self.output
+        ]
+        self.output.extend(batch.outputs)
+        return batch.stop
+
+    async def _run_code(self, item: Item) -> None:
+        runner = self.setup.code_runner
+        assert runner is not None
+        self.code_runs += 1
+        result = await runner.run(str(item.get("code", "")), str(item.get("lang") or "python"))
+        index = next(i for i, it in enumerate(self.output) if it.get("id") == item.get("id"))
+        done = {**item, "output": result, "status": "completed"}
+        self.output[index] = done
+        await self.emitter.emit(Event(ev.OUTPUT_ITEM_DONE, {"output_index": index, "item": done}))
+
+    async def _capped(self, calls: Sequence[Item]) -> TurnResult:
+        ids = {c.get("id") for c in calls}
+        self.output = [
+            {**i, "status": "incomplete"} if i.get("id") in ids else i for i in self.output
+        ]
+        cap = self.setup.limits.max_iterations
+        if self.setup.limits.on_cap == "final_answer":
+            read = await self._read(self._request(0, with_tools=False))
+            return await self._finish("capped", read.error, note=f"capped after {cap} tool rounds")
+        error = f"Tool-call limit reached: stopped after {cap} rounds of tool calls."
+        await self.emitter.emit(_error_event(error))
+        return await self._finish("capped", error)
+
+    async def _finish(
+        self,
+        status: str,
+        error: str | None,
+        *,
+        finish_reason: str | None = None,
+        note: str | None = None,
+    ) -> TurnResult:
+        await self.emitter.flush()
+        timings = {"total_s": round(self.setup.clock() - self._started, 4)}
+        return await self.setup.finisher.finish(
+            self,
+            status,
+            error,
+            finish_reason=finish_reason or self.finish_reason,
+            timings=timings,
+            note=note,
+        )
+
+    async def _cancelled(self) -> None:
+        if self._reader is not None:
+            self._reader.finish(dropped=True)
+            self.output.extend(self._reader.result().output)
+            self._reader = None
+        await self.emitter.emit(Event(ev.CHAT_TASKS_CANCEL, {}))
+        await self._finish("cancelled", "Cancelled.")
+
+
+def _error_event(message: str) -> Event:
+    return Event(ev.CHAT_MESSAGE_ERROR, {"error": {"content": message}})

@@ -1,0 +1,198 @@
+"""`Relay`: the Python front door — `await relay.run(messages)`, `relay.stream(messages)`."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from typing import Any
+
+from toolrelay.core import events as ev
+from toolrelay.core.events import Event
+from toolrelay.core.ids import new_id
+from toolrelay.core.rag import take_snapshot
+from toolrelay.core.think_tags import TagConfig
+from toolrelay.core.transcript import repair_history
+from toolrelay.engine.filters import run_inlets
+from toolrelay.engine.finish import Finisher, TurnResult
+from toolrelay.engine.interfaces import (
+    ChatStore,
+    EventSink,
+    Message,
+    ModelClient,
+    Tool,
+    ToolContext,
+)
+from toolrelay.engine.interpreter import CodeRunner
+from toolrelay.engine.limits import RunLimits
+from toolrelay.engine.loop import Turn, TurnSetup
+from toolrelay.engine.pending import PendingCalls
+from toolrelay.testing.sinks import NullSink, QueueSink
+
+RunResult = TurnResult
+
+
+class Relay:
+    """A model, its tools and the rules of the loop; runs any number of turns."""
+
+    def __init__(
+        self,
+        model: ModelClient,
+        tools: Iterable[Any] = (),
+        *,
+        limits: RunLimits | None = None,
+        store: ChatStore | None = None,
+        filters: Sequence[Any] = (),
+        task_model: ModelClient | None = None,
+        tasks: Sequence[str] = ("title", "tags", "follow_ups"),
+        tags: TagConfig | None = TagConfig(),
+        code_runner: CodeRunner | None = None,
+        params: Mapping[str, Any] | None = None,
+        stateful: bool = False,
+    ) -> None:
+        from toolrelay.adapters.tools.loader import as_tools
+
+        self.model = model
+        self.tools: dict[str, Tool] = {t.spec.name: t for t in as_tools(tools)}
+        self.limits = limits or RunLimits()
+        self.store = store
+        self.filters = list(filters)
+        self.task_model = task_model
+        self.tasks = tuple(tasks)
+        self.tags = tags
+        self.code_runner = code_runner
+        self.params = dict(params or {})
+        self.stateful = stateful
+        self.pending = PendingCalls()
+
+    async def run(
+        self,
+        messages: Sequence[Message] | str,
+        *,
+        sink: EventSink | None = None,
+        chat_id: str | None = None,
+        message_id: str | None = None,
+        user: Mapping[str, Any] | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        files: Sequence[Mapping[str, Any]] = (),
+        sources: Sequence[Mapping[str, Any]] = (),
+        extra_tools: Iterable[Tool] = (),
+        deferred: Iterable[str] = (),
+    ) -> TurnResult:
+        """Run one turn to its end. Cancelling the task saves the partial turn, then re-raises."""
+        history = _as_messages(messages)
+        if self.filters:
+            body = await run_inlets(self.filters, {"messages": history, "chat_id": chat_id}, user)
+            history = list(body.get("messages", history))
+        history = repair_history(history)
+        message_id = message_id or new_id("msg")
+        sink = sink or NullSink()
+        tools = dict(self.tools)
+        tools.update({t.spec.name: t for t in extra_tools})
+        setup = TurnSetup(
+            model=self.model,
+            messages=history,
+            sink=sink,
+            finisher=Finisher(
+                store=self.store,
+                chat_id=chat_id,
+                message_id=message_id,
+                filters=self.filters,
+                task_model=self.task_model,
+                tasks=self.tasks,
+                user=user,
+            ),
+            tools=tools,
+            limits=self.limits,
+            pending=self.pending,
+            context=ToolContext(
+                messages=history,
+                files=files,
+                user=user,
+                metadata=dict(metadata or {}),
+                chat_id=chat_id,
+                message_id=message_id,
+                event_emitter=_emitter(sink),
+                event_call=self._caller(sink),
+            ),
+            params=self.params,
+            tags=self.tags,
+            code_runner=self.code_runner,
+            rag=take_snapshot(history, sources) if sources else None,
+            stateful=self.stateful,
+            deferred=frozenset(deferred),
+        )
+        return await Turn(setup).run()
+
+    async def stream(
+        self, messages: Sequence[Message] | str, **kwargs: Any
+    ) -> AsyncIterator[Event]:
+        """Events of one turn as they happen; the last is `chat:completion` with `done: true`.
+
+        Leaving the loop early cancels the turn (its partial output is still saved).
+        """
+        sink = QueueSink()
+        task = asyncio.get_running_loop().create_task(self.run(messages, sink=sink, **kwargs))
+        try:
+            while True:
+                getter = asyncio.ensure_future(sink.queue.get())
+                done, _ = await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
+                if getter in done:
+                    event = getter.result()
+                    yield event
+                    if event.type == ev.CHAT_COMPLETION and event.data.get("done"):
+                        break
+                    continue
+                getter.cancel()
+                while not sink.queue.empty():
+                    yield sink.queue.get_nowait()
+                task.result()  # re-raise a crash of the turn itself
+                break
+        finally:
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+
+    def submit_tool_result(self, call_id: str, result: Any) -> bool:
+        """The result of a client-side tool call (`execute:tool`)."""
+        return self.pending.resolve(f"tool:{call_id}", result)
+
+    def approve(self, call_id: str, approved: bool = True, *, reason: str | None = None) -> bool:
+        """Approve or reject a call that waits in `tool:approval`."""
+        return self.pending.resolve(f"approval:{call_id}", {"approved": approved, "reason": reason})
+
+    async def aclose(self) -> None:
+        await self.model.aclose()
+        if self.task_model is not None and self.task_model is not self.model:
+            await self.task_model.aclose()
+
+    async def __aenter__(self) -> Relay:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    def _caller(self, sink: EventSink) -> Any:
+        async def call(event: dict[str, Any]) -> Any:
+            key = new_id("evc")
+            await sink.emit(Event(str(event.get("type", "event_call")), {**event, "id": key}))
+            return await self.pending.wait(f"call:{key}", self.limits.client_tool_timeout)
+
+        return call
+
+
+def _emitter(sink: EventSink) -> Any:
+    async def emit(event: dict[str, Any]) -> None:
+        data = event.get("data")
+        await sink.emit(
+            Event(str(event.get("type", "status")), data if isinstance(data, dict) else {})
+        )
+
+    return emit
+
+
+def _as_messages(messages: Sequence[Message] | str) -> list[Message]:
+    if isinstance(messages, str):
+        return [{"role": "user", "content": messages}]
+    return [dict(m) for m in messages]

@@ -1,0 +1,221 @@
+"""Runs one batch of tool calls (SPEC R8–R12): parse, check, call, normalise.
+
+Every failure becomes a result for the model, never an exception out of the
+loop: unknown tool, unreadable or invalid arguments, a tool raising or timing
+out, a client that never answers, a rejected approval. Calls run
+concurrently (bounded), `sequential` tools alone; results keep call order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from toolrelay.core import events as ev
+from toolrelay.core.citations import CITATION_TOOLS, citation_sources, terminal_event
+from toolrelay.core.decide import Repeats
+from toolrelay.core.events import Event
+from toolrelay.core.items import Item, function_call_output_item
+from toolrelay.core.tool_calls import (
+    ArgumentsError,
+    filter_to_schema,
+    parse_arguments,
+    validate_arguments,
+)
+from toolrelay.core.tool_results import (
+    NormalisedResult,
+    normalise_result,
+    result_output_parts,
+    strip_base64,
+)
+from toolrelay.engine.interfaces import Tool, ToolContext
+from toolrelay.engine.limits import RunLimits
+from toolrelay.engine.pending import PendingCalls
+
+Emit = Callable[[Event], Awaitable[None]]
+
+
+@dataclass(slots=True)
+class ToolEnv:
+    """What running tools needs from the turn."""
+
+    tools: Mapping[str, Tool]
+    limits: RunLimits
+    context: ToolContext
+    emit: Emit
+    pending: PendingCalls
+    repeats: Repeats = field(default_factory=Repeats)
+
+
+@dataclass(slots=True)
+class _Prepared:
+    call: Item
+    args: dict[str, Any]
+    tool: Tool | None
+    verdict: str | None
+    """A result decided without running the tool (bad arguments, unknown tool, repeats)."""
+
+
+@dataclass(frozen=True, slots=True)
+class BatchResult:
+    calls: list[Item]
+    """The calls, arguments canonical, status final."""
+    outputs: list[Item]
+    """One function_call_output per call, in call order."""
+    stop: str | None
+    """Set when identical calls repeated long enough to stop the loop."""
+
+
+async def run_batch(calls: Sequence[Item], env: ToolEnv, *, base_index: int) -> BatchResult:
+    prepared = [_prepare(call, env) for call in calls]
+    stop = None
+    if env.repeats.count >= env.limits.stop_after_repeats > 0:
+        name = env.repeats.signature[0] if env.repeats.signature else "?"
+        stop = (
+            f"Stopped: the model called `{name}` with the same arguments "
+            f"{env.repeats.count} times in a row."
+        )
+    results: list[Item | None] = [None] * len(prepared)
+    gate = asyncio.Semaphore(env.limits.max_concurrency)
+
+    async def one(i: int) -> None:
+        async with gate:
+            results[i] = await _run_one(prepared[i], env, base_index + i)
+
+    group: list[int] = []
+    for i, prep in enumerate(prepared):
+        if prep.tool is not None and prep.tool.spec.sequential and prep.verdict is None:
+            await _gather(group, one)
+            group = []
+            await one(i)
+        else:
+            group.append(i)
+    await _gather(group, one)
+    outputs = [r for r in results if r is not None]
+    return BatchResult([p.call for p in prepared], outputs, stop)
+
+
+async def _gather(indexes: list[int], one: Callable[[int], Coroutine[Any, Any, None]]) -> None:
+    if len(indexes) == 1:
+        await one(indexes[0])
+    elif indexes:
+        async with asyncio.TaskGroup() as tg:
+            for i in indexes:
+                tg.create_task(one(i))
+
+
+def _prepare(call: Item, env: ToolEnv) -> _Prepared:
+    name = str(call.get("name") or "")
+    call = dict(call)
+    parsed = parse_arguments(name, call.get("arguments"))
+    if isinstance(parsed, ArgumentsError):
+        env.repeats = env.repeats.observe(name, str(call.get("arguments")))
+        return _Prepared(call, {}, None, parsed.message)
+    call["arguments"] = parsed.canonical
+    env.repeats = env.repeats.observe(name, parsed.canonical)
+    tool = env.tools.get(name)
+    if tool is None:
+        return _Prepared(call, parsed.value, None, f'Error: Tool "{name}" not found.')
+    spec = tool.spec
+    args = (
+        filter_to_schema(parsed.value, spec.parameters) if spec.filter_arguments else parsed.value
+    )
+    problem = validate_arguments(name, args, spec.parameters)
+    if problem is not None:
+        return _Prepared(call, args, tool, problem)
+    if env.repeats.count >= env.limits.repeat_warn > 0:
+        return _Prepared(call, args, tool, _repeat_text(name, env.repeats.count))
+    return _Prepared(call, args, tool, None)
+
+
+def _repeat_text(name: str, count: int) -> str:
+    return (
+        f"Error: you have called `{name}` with exactly these arguments {count} times in a row; "
+        "the result will not change. Use the results you already have, change the "
+        "arguments, or answer the user."
+    )
+
+
+async def _run_one(prep: _Prepared, env: ToolEnv, index: int) -> Item:
+    call = prep.call
+    name = str(call.get("name"))
+    status = "completed"
+    if prep.verdict is not None:
+        result, status = NormalisedResult(prep.verdict), "failed"
+    else:
+        assert prep.tool is not None
+        result, status = await _invoke(prep.tool, name, prep.args, call, env)
+        await _side_events(name, prep.args, result, env)
+    output = cast(
+        Item, function_call_output_item(str(call.get("call_id")), result_output_parts(result))
+    )
+    output["status"] = status
+    if result.files:
+        output["files"] = list(result.files)
+    if result.embeds:
+        output["embeds"] = list(result.embeds)
+    shown = strip_base64(output)
+    await env.emit(Event(ev.OUTPUT_ITEM_DONE, {"output_index": index, "item": shown}))
+    return output
+
+
+async def _invoke(
+    tool: Tool, name: str, args: dict[str, Any], call: Item, env: ToolEnv
+) -> tuple[NormalisedResult, str]:
+    spec = tool.spec
+    call_id = str(call.get("call_id"))
+    if spec.requires_approval:
+        refusal = await _approval(call_id, name, args, env)
+        if refusal is not None:
+            return NormalisedResult(refusal), "failed"
+    timeout = spec.timeout if spec.timeout is not None else env.limits.tool_timeout
+    try:
+        if spec.kind == "client":
+            raw = await _client_call(call_id, name, args, env)
+        else:
+            async with asyncio.timeout(timeout):
+                raw = await tool.call(args, env.context)
+    except TimeoutError:
+        waited = env.limits.client_tool_timeout if spec.kind == "client" else timeout
+        return NormalisedResult(f"Error: Tool `{name}` timed out after {waited:g} s."), "failed"
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:  # a tool's failure is a result for the model (R9)
+        return NormalisedResult(_error_text(exc)), "failed"
+    return normalise_result(raw), "completed"
+
+
+def _error_text(exc: BaseException) -> str:
+    message = str(exc) or type(exc).__name__
+    return message if message.startswith("Error") else f"Error: {message}"
+
+
+async def _approval(call_id: str, name: str, args: dict[str, Any], env: ToolEnv) -> str | None:
+    await env.emit(Event(ev.TOOL_APPROVAL, {"id": call_id, "name": name, "arguments": args}))
+    try:
+        answer = await env.pending.wait(f"approval:{call_id}", env.limits.client_tool_timeout)
+    except TimeoutError:
+        return f"Error: the call to `{name}` was not approved in time; it was not run."
+    if answer is True or (isinstance(answer, Mapping) and answer.get("approved") is True):
+        return None
+    reason = answer.get("reason") if isinstance(answer, Mapping) else None
+    text = f"The user rejected the call to `{name}`; it was not run."
+    return f"{text} Reason: {reason}" if reason else text
+
+
+async def _client_call(call_id: str, name: str, args: dict[str, Any], env: ToolEnv) -> Any:
+    await env.emit(Event(ev.EXECUTE_TOOL, {"id": call_id, "name": name, "params": args}))
+    return await env.pending.wait(f"tool:{call_id}", env.limits.client_tool_timeout)
+
+
+async def _side_events(
+    name: str, args: dict[str, Any], result: NormalisedResult, env: ToolEnv
+) -> None:
+    if name in CITATION_TOOLS:
+        for source in citation_sources(name, args, result.text):
+            await env.emit(Event(ev.SOURCE, source))
+    terminal = terminal_event(name, args)
+    if terminal is not None:
+        await env.emit(terminal)

@@ -1,0 +1,50 @@
+"""Event sinks for tests and simple uses."""
+
+from __future__ import annotations
+
+import asyncio
+
+from toolrelay.core.events import Event
+
+
+class ListSink:
+    """Keeps every event in order; `wait_for` lets a test react to one."""
+
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+        self._changed = asyncio.Event()
+
+    async def emit(self, event: Event) -> None:
+        self.events.append(event)
+        self._changed.set()
+
+    async def wait_for(self, type: str, *, limit: float = 5.0) -> Event:
+        """The first event of `type`, waiting up to `limit` seconds for it."""
+        async with asyncio.timeout(limit):
+            while True:
+                found = self.of(type)
+                if found:
+                    return found[0]
+                self._changed.clear()
+                await self._changed.wait()
+
+    def types(self) -> list[str]:
+        return [e.type for e in self.events]
+
+    def of(self, type: str) -> list[Event]:
+        return [e for e in self.events if e.type == type]
+
+
+class QueueSink:
+    """Hands events to a consumer through an unbounded queue."""
+
+    def __init__(self) -> None:
+        self.queue: asyncio.Queue[Event] = asyncio.Queue()
+
+    async def emit(self, event: Event) -> None:
+        self.queue.put_nowait(event)
+
+
+class NullSink:
+    async def emit(self, event: Event) -> None:
+        return None
