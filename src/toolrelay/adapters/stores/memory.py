@@ -1,0 +1,244 @@
+"""`MemoryStore`: the `Store` API in process memory, for engine tests and library users.
+
+Behaves like `SQLStore` (same errors, ordering, isolation and validation) but
+keeps everything in dicts and forgets it on exit. Records are frozen and JSON
+values are copied in and out, so callers can never mutate stored state.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from toolrelay.adapters.stores import (
+    ApiKey,
+    Chat,
+    Clock,
+    NotFoundError,
+    StoredMessage,
+    User,
+    generate_key,
+    hash_key,
+    history_messages,
+    key_matches,
+    message_content,
+    turn_fields,
+    utc_now,
+)
+from toolrelay.core.ids import new_id
+from toolrelay.engine.interfaces import Message
+
+__all__ = ["MemoryStore"]
+
+
+class MemoryStore:
+    """Dicts keyed by id; insertion order of `_messages` is creation order."""
+
+    def __init__(self, *, clock: Clock = utc_now) -> None:
+        self._now = clock
+        self._users: dict[str, User] = {}
+        self._keys: dict[str, ApiKey] = {}
+        self._key_hashes: dict[str, str] = {}  # key id -> sha256 hex
+        self._chats: dict[str, Chat] = {}
+        self._messages: dict[str, StoredMessage] = {}
+
+    @classmethod
+    async def open(
+        cls, url: str = "", *, migrate: bool = True, clock: Clock = utc_now
+    ) -> MemoryStore:
+        """Same shape as `SQLStore.open`; the url and migrate flag are ignored."""
+        return cls(clock=clock)
+
+    async def close(self) -> None:
+        return None
+
+    # users and API keys
+
+    async def create_user(self, name: str, *, is_admin: bool = False) -> User:
+        user = User(id=new_id("user"), name=name, is_admin=is_admin, created_at=self._now())
+        self._users[user.id] = user
+        return user
+
+    async def create_api_key(self, user_id: str, *, name: str = "") -> tuple[ApiKey, str]:
+        key = generate_key()
+        return await self.create_api_key_with_value(user_id, key, name=name), key
+
+    async def create_api_key_with_value(self, user_id: str, key: str, *, name: str = "") -> ApiKey:
+        if not key:
+            raise ValueError("an API key cannot be empty")
+        self._require_user(user_id)
+        digest = hash_key(key)
+        for key_id, stored in self._key_hashes.items():
+            if stored == digest:
+                existing = self._keys[key_id]
+                if existing.user_id != user_id:
+                    raise ValueError("this API key already belongs to another user")
+                return existing
+        record = ApiKey(
+            id=new_id("key"),
+            user_id=user_id,
+            name=name,
+            prefix=key[:8],
+            created_at=self._now(),
+            revoked_at=None,
+        )
+        self._keys[record.id] = record
+        self._key_hashes[record.id] = digest
+        return record
+
+    async def user_for_key(self, key: str) -> User | None:
+        if not key:
+            return None
+        found: User | None = None
+        for key_id, digest in self._key_hashes.items():  # every hash compared: no early exit
+            record = self._keys[key_id]
+            if key_matches(digest, key) and record.revoked_at is None:
+                found = self._users.get(record.user_id)
+        return found
+
+    async def list_api_keys(self, user_id: str | None = None) -> list[ApiKey]:
+        keys = [k for k in self._keys.values() if user_id is None or k.user_id == user_id]
+        return sorted(keys, key=lambda k: (k.created_at, k.id))
+
+    async def revoke_api_key(self, key_id: str) -> bool:
+        record = self._keys.get(key_id)
+        if record is None or record.revoked_at is not None:
+            return False
+        self._keys[key_id] = replace(record, revoked_at=self._now())
+        return True
+
+    async def count_users(self) -> int:
+        return len(self._users)
+
+    # chats
+
+    async def create_chat(
+        self,
+        user_id: str,
+        *,
+        title: str | None = None,
+        model: str | None = None,
+        chat_id: str | None = None,
+    ) -> Chat:
+        self._require_user(user_id)
+        now = self._now()
+        chat = Chat(
+            id=chat_id or new_id("chat"),
+            user_id=user_id,
+            title=title,
+            tags=[],
+            model=model,
+            created_at=now,
+            updated_at=now,
+        )
+        if chat.id in self._chats:
+            raise ValueError(f"chat {chat.id!r} already exists")
+        self._chats[chat.id] = chat
+        return _copy_chat(chat)
+
+    async def get_chat(self, chat_id: str, *, user_id: str) -> Chat | None:
+        chat = self._chats.get(chat_id)
+        return None if chat is None or chat.user_id != user_id else _copy_chat(chat)
+
+    async def list_chats(
+        self, user_id: str, *, limit: int = 50, offset: int = 0
+    ) -> tuple[list[Chat], int]:
+        owned = [c for c in self._chats.values() if c.user_id == user_id]
+        owned.sort(key=lambda c: (c.updated_at, c.created_at, c.id), reverse=True)
+        start = max(offset, 0)
+        page = owned[start : start + max(limit, 0)]
+        return [_copy_chat(c) for c in page], len(owned)
+
+    async def delete_chat(self, chat_id: str, *, user_id: str) -> bool:
+        chat = self._chats.get(chat_id)
+        if chat is None or chat.user_id != user_id:
+            return False
+        del self._chats[chat_id]
+        for message_id in [m.id for m in self._messages.values() if m.chat_id == chat_id]:
+            del self._messages[message_id]
+        return True
+
+    async def update_chat(
+        self, chat_id: str, *, title: str | None = None, tags: list[str] | None = None
+    ) -> None:
+        chat = self._chat(chat_id)
+        self._chats[chat_id] = replace(
+            chat,
+            title=chat.title if title is None else title,
+            tags=list(chat.tags) if tags is None else [str(t) for t in tags],
+            updated_at=self._now(),
+        )
+
+    # messages
+
+    async def add_message(self, chat_id: str, message: Mapping[str, Any]) -> str:
+        role, content = message_content(message)
+        chat = self._chat(chat_id)
+        now = self._now()
+        stored = StoredMessage(
+            id=new_id("msg"),
+            chat_id=chat_id,
+            role=role,
+            content=content,
+            output=[],
+            usage=None,
+            status=None,
+            error=None,
+            timings=None,
+            model=None,
+            follow_ups=[],
+            created_at=now,
+            updated_at=now,
+        )
+        self._messages[stored.id] = stored
+        self._chats[chat_id] = replace(chat, updated_at=now)
+        return stored.id
+
+    async def save_turn(self, chat_id: str, message_id: str, turn: Mapping[str, Any]) -> None:
+        fields = turn_fields(turn)  # validates and copies before anything changes
+        chat = self._chat(chat_id)
+        now = self._now()
+        previous = self._messages.get(message_id)
+        if previous is not None and (previous.chat_id != chat_id or previous.role != "assistant"):
+            raise NotFoundError(f"no assistant message {message_id!r} in chat {chat_id!r}")
+        self._messages[message_id] = StoredMessage(
+            id=message_id,
+            chat_id=chat_id,
+            role="assistant",
+            content=fields.content,
+            output=fields.output,
+            usage=fields.usage,
+            status=fields.status,
+            error=fields.error,
+            timings=fields.timings,
+            model=fields.model,
+            follow_ups=fields.follow_ups,
+            created_at=now if previous is None else previous.created_at,
+            updated_at=now,
+        )
+        self._chats[chat_id] = replace(chat, updated_at=now)
+
+    async def get_messages(self, chat_id: str) -> list[StoredMessage]:
+        return [copy.deepcopy(m) for m in self._messages.values() if m.chat_id == chat_id]
+
+    async def load_messages(self, chat_id: str) -> list[Message]:
+        return history_messages(await self.get_messages(chat_id))
+
+    # helpers
+
+    def _require_user(self, user_id: str) -> None:
+        if user_id not in self._users:
+            raise NotFoundError(f"user {user_id!r} not found")
+
+    def _chat(self, chat_id: str) -> Chat:
+        chat = self._chats.get(chat_id)
+        if chat is None:
+            raise NotFoundError(f"chat {chat_id!r} not found")
+        return chat
+
+
+def _copy_chat(chat: Chat) -> Chat:
+    """Chats hold a mutable tag list; hand out a copy so callers cannot edit the store."""
+    return replace(chat, tags=list(chat.tags))

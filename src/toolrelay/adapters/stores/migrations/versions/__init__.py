@@ -1,0 +1,1 @@
+"""Append-only named migrations: `NNNN_name.py`, revision id equal to the file's stem."""

@@ -1,0 +1,389 @@
+"""`SQLStore`: the `Store` API on SQLAlchemy async (SQLite by default, or PostgreSQL).
+
+Owns the engine, its SQLite pragmas (WAL, foreign keys) and running Alembic
+migrations from inside the package (`upgrade`). Every public method is one
+short transaction; `save_turn` upserts the assistant message and touches the
+chat in the same one, so a failure leaves the previous state intact.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import orjson
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import delete, event, func, select, update
+from sqlalchemy.engine import Connection, make_url
+from sqlalchemy.ext.asyncio import (
+    AsyncEngine,
+    AsyncSession,
+    async_sessionmaker,
+    create_async_engine,
+)
+from sqlalchemy.pool import StaticPool
+
+from toolrelay.adapters.stores import (
+    ApiKey,
+    Chat,
+    Clock,
+    NotFoundError,
+    StoredMessage,
+    User,
+    generate_key,
+    hash_key,
+    history_messages,
+    key_matches,
+    message_content,
+    turn_fields,
+    utc_now,
+)
+from toolrelay.adapters.stores.models import ApiKeyRow, ChatRow, MessageRow, UserRow
+from toolrelay.core.ids import new_id
+from toolrelay.engine.interfaces import Message
+
+__all__ = ["MIGRATIONS_DIR", "SQLStore", "upgrade"]
+
+MIGRATIONS_DIR = Path(__file__).parent / "migrations"
+
+
+def _alembic_config(connection: Connection) -> Config:
+    """Alembic configured in code: no alembic.ini, scripts found inside the package."""
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    config.attributes["connection"] = connection
+    return config
+
+
+def _upgrade_connection(connection: Connection) -> None:
+    command.upgrade(_alembic_config(connection), "head")
+
+
+async def _migrate(engine: AsyncEngine) -> None:
+    """Alembic is sync: run it on the async engine's connection through `run_sync`."""
+    async with engine.begin() as connection:
+        await connection.run_sync(_upgrade_connection)
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    """WAL lets readers run during a write; SQLite enforces foreign keys only when asked."""
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.close()
+
+
+def _json_dumps(value: Any) -> str:
+    return orjson.dumps(value).decode("utf-8")
+
+
+def create_engine(url: str) -> AsyncEngine:
+    """An async engine for `url`; for a SQLite file, its directory is created first."""
+    parsed = make_url(url)
+    kwargs: dict[str, Any] = {"json_serializer": _json_dumps, "json_deserializer": orjson.loads}
+    if parsed.get_backend_name() != "sqlite":
+        return create_async_engine(url, pool_pre_ping=True, **kwargs)
+    database = parsed.database
+    if database and database != ":memory:" and not database.startswith("file:"):
+        Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+    else:
+        kwargs["poolclass"] = StaticPool  # one shared in-memory database
+    engine = create_async_engine(url, **kwargs)
+    event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
+    return engine
+
+
+def upgrade(url: str) -> None:
+    """Migrate the database at `url` to head (for `toolrelay db upgrade`; no running loop)."""
+
+    async def run() -> None:
+        engine = create_engine(url)
+        try:
+            await _migrate(engine)
+        finally:
+            await engine.dispose()
+
+    asyncio.run(run())
+
+
+def _user(row: UserRow) -> User:
+    return User(id=row.id, name=row.name, is_admin=row.is_admin, created_at=row.created_at)
+
+
+def _api_key(row: ApiKeyRow) -> ApiKey:
+    return ApiKey(
+        id=row.id,
+        user_id=row.user_id,
+        name=row.name,
+        prefix=row.prefix,
+        created_at=row.created_at,
+        revoked_at=row.revoked_at,
+    )
+
+
+def _chat(row: ChatRow) -> Chat:
+    return Chat(
+        id=row.id,
+        user_id=row.user_id,
+        title=row.title,
+        tags=list(row.tags or []),
+        model=row.model,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+    )
+
+
+def _message(row: MessageRow) -> StoredMessage:
+    return StoredMessage(
+        id=row.id,
+        chat_id=row.chat_id,
+        role=row.role,
+        content=row.content,
+        output=list(row.output or []),
+        usage=row.usage,
+        status=row.status,
+        error=row.error,
+        timings=row.timings,
+        model=row.model,
+        follow_ups=list(row.follow_ups or []),
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+    )
+
+
+async def _chat_row(session: AsyncSession, chat_id: str) -> ChatRow:
+    row = await session.get(ChatRow, chat_id)
+    if row is None:
+        raise NotFoundError(f"chat {chat_id!r} not found")
+    return row
+
+
+async def _require_user(session: AsyncSession, user_id: str) -> None:
+    if await session.get(UserRow, user_id) is None:
+        raise NotFoundError(f"user {user_id!r} not found")
+
+
+class SQLStore:
+    """One async engine, a session per call; records out, rows never leave this module."""
+
+    def __init__(self, engine: AsyncEngine, *, clock: Clock = utc_now) -> None:
+        self._engine = engine
+        self._sessions = async_sessionmaker(engine, expire_on_commit=False)
+        self._now = clock
+
+    @classmethod
+    async def open(cls, url: str, *, migrate: bool = True, clock: Clock = utc_now) -> SQLStore:
+        """Connect to `url` (e.g. `sqlite+aiosqlite:///data/db.sqlite`), migrating to head."""
+        engine = create_engine(url)
+        if migrate:
+            try:
+                await _migrate(engine)
+            except BaseException:
+                await engine.dispose()
+                raise
+        return cls(engine, clock=clock)
+
+    @property
+    def engine(self) -> AsyncEngine:
+        return self._engine
+
+    async def close(self) -> None:
+        await self._engine.dispose()
+
+    # users and API keys
+
+    async def create_user(self, name: str, *, is_admin: bool = False) -> User:
+        row = UserRow(id=new_id("user"), name=name, is_admin=is_admin, created_at=self._now())
+        async with self._sessions.begin() as session:
+            session.add(row)
+        return _user(row)
+
+    async def create_api_key(self, user_id: str, *, name: str = "") -> tuple[ApiKey, str]:
+        key = generate_key()
+        return await self.create_api_key_with_value(user_id, key, name=name), key
+
+    async def create_api_key_with_value(self, user_id: str, key: str, *, name: str = "") -> ApiKey:
+        """Store a given key (TOOLRELAY_ADMIN_KEY); the same key for the same user is a no-op."""
+        if not key:
+            raise ValueError("an API key cannot be empty")
+        digest = hash_key(key)
+        async with self._sessions.begin() as session:
+            await _require_user(session, user_id)
+            existing = await session.scalar(select(ApiKeyRow).where(ApiKeyRow.key_hash == digest))
+            if existing is not None:
+                if existing.user_id != user_id:
+                    raise ValueError("this API key already belongs to another user")
+                return _api_key(existing)
+            row = ApiKeyRow(
+                id=new_id("key"),
+                user_id=user_id,
+                name=name,
+                prefix=key[:8],
+                key_hash=digest,
+                created_at=self._now(),
+                revoked_at=None,
+            )
+            session.add(row)
+        return _api_key(row)
+
+    async def user_for_key(self, key: str) -> User | None:
+        """The key's owner, or None when the key is unknown or revoked."""
+        if not key:
+            return None
+        query = (
+            select(ApiKeyRow.key_hash, UserRow)
+            .join(UserRow, UserRow.id == ApiKeyRow.user_id)
+            .where(ApiKeyRow.key_hash == hash_key(key), ApiKeyRow.revoked_at.is_(None))
+        )
+        async with self._sessions() as session:
+            found = (await session.execute(query)).first()
+        if found is None or not key_matches(found[0], key):
+            return None
+        return _user(found[1])
+
+    async def list_api_keys(self, user_id: str | None = None) -> list[ApiKey]:
+        query = select(ApiKeyRow).order_by(ApiKeyRow.created_at, ApiKeyRow.id)
+        if user_id is not None:
+            query = query.where(ApiKeyRow.user_id == user_id)
+        async with self._sessions() as session:
+            return [_api_key(row) for row in await session.scalars(query)]
+
+    async def revoke_api_key(self, key_id: str) -> bool:
+        """True when this call revoked the key; False if unknown or already revoked."""
+        query = (
+            update(ApiKeyRow)
+            .where(ApiKeyRow.id == key_id, ApiKeyRow.revoked_at.is_(None))
+            .values(revoked_at=self._now())
+        )
+        async with self._sessions.begin() as session:
+            result = await session.execute(query)
+        return bool(getattr(result, "rowcount", 0))
+
+    async def count_users(self) -> int:
+        async with self._sessions() as session:
+            return int(await session.scalar(select(func.count()).select_from(UserRow)) or 0)
+
+    # chats
+
+    async def create_chat(
+        self,
+        user_id: str,
+        *,
+        title: str | None = None,
+        model: str | None = None,
+        chat_id: str | None = None,
+    ) -> Chat:
+        now = self._now()
+        row = ChatRow(
+            id=chat_id or new_id("chat"),
+            user_id=user_id,
+            title=title,
+            tags=[],
+            model=model,
+            created_at=now,
+            updated_at=now,
+        )
+        async with self._sessions.begin() as session:
+            await _require_user(session, user_id)
+            if await session.get(ChatRow, row.id) is not None:
+                raise ValueError(f"chat {row.id!r} already exists")
+            session.add(row)
+        return _chat(row)
+
+    async def get_chat(self, chat_id: str, *, user_id: str) -> Chat | None:
+        """None when the chat does not exist or belongs to another user: no existence leak."""
+        query = select(ChatRow).where(ChatRow.id == chat_id, ChatRow.user_id == user_id)
+        async with self._sessions() as session:
+            row = await session.scalar(query)
+        return None if row is None else _chat(row)
+
+    async def list_chats(
+        self, user_id: str, *, limit: int = 50, offset: int = 0
+    ) -> tuple[list[Chat], int]:
+        """One page of the user's chats, most recently updated first, and their total."""
+        owned = ChatRow.user_id == user_id
+        query = (
+            select(ChatRow)
+            .where(owned)
+            .order_by(ChatRow.updated_at.desc(), ChatRow.created_at.desc(), ChatRow.id.desc())
+            .limit(max(limit, 0))
+            .offset(max(offset, 0))
+        )
+        async with self._sessions() as session:
+            rows = list(await session.scalars(query))
+            total = await session.scalar(select(func.count()).select_from(ChatRow).where(owned))
+        return [_chat(row) for row in rows], int(total or 0)
+
+    async def delete_chat(self, chat_id: str, *, user_id: str) -> bool:
+        """Deletes the chat if the user owns it; its messages go with it (ON DELETE CASCADE)."""
+        query = delete(ChatRow).where(ChatRow.id == chat_id, ChatRow.user_id == user_id)
+        async with self._sessions.begin() as session:
+            result = await session.execute(query)
+        return bool(getattr(result, "rowcount", 0))
+
+    async def update_chat(
+        self, chat_id: str, *, title: str | None = None, tags: list[str] | None = None
+    ) -> None:
+        """Set the given fields (None leaves one alone) and mark the chat as updated."""
+        async with self._sessions.begin() as session:
+            row = await _chat_row(session, chat_id)
+            if title is not None:
+                row.title = title
+            if tags is not None:
+                row.tags = [str(tag) for tag in tags]
+            row.updated_at = self._now()
+
+    # messages
+
+    async def add_message(self, chat_id: str, message: Mapping[str, Any]) -> str:
+        role, content = message_content(message)
+        now = self._now()
+        async with self._sessions.begin() as session:
+            chat = await _chat_row(session, chat_id)
+            row = MessageRow(
+                id=new_id("msg"),
+                chat_id=chat_id,
+                role=role,
+                content=content,
+                output=[],
+                follow_ups=[],
+                created_at=now,
+                updated_at=now,
+            )
+            session.add(row)
+            chat.updated_at = now
+        return row.id
+
+    async def save_turn(self, chat_id: str, message_id: str, turn: Mapping[str, Any]) -> None:
+        """Insert or overwrite assistant message `message_id`, all in one transaction."""
+        fields = turn_fields(turn)
+        now = self._now()
+        async with self._sessions.begin() as session:
+            chat = await _chat_row(session, chat_id)
+            row = await session.scalar(select(MessageRow).where(MessageRow.id == message_id))
+            if row is None:
+                row = MessageRow(id=message_id, chat_id=chat_id, role="assistant", created_at=now)
+                session.add(row)
+            elif row.chat_id != chat_id or row.role != "assistant":
+                raise NotFoundError(f"no assistant message {message_id!r} in chat {chat_id!r}")
+            row.content = fields.content
+            row.output = fields.output
+            row.usage = fields.usage
+            row.status = fields.status
+            row.error = fields.error
+            row.timings = fields.timings
+            row.model = fields.model
+            row.follow_ups = fields.follow_ups
+            row.updated_at = now
+            chat.updated_at = now
+
+    async def get_messages(self, chat_id: str) -> list[StoredMessage]:
+        query = select(MessageRow).where(MessageRow.chat_id == chat_id).order_by(MessageRow.seq)
+        async with self._sessions() as session:
+            return [_message(row) for row in await session.scalars(query)]
+
+    async def load_messages(self, chat_id: str) -> list[Message]:
+        return history_messages(await self.get_messages(chat_id))
