@@ -41,7 +41,7 @@ class ModelStream(Protocol):
     """One upstream response being read: raw body chunks, closed on exit."""
 
     format: str
-    """`chat`, `responses`, `ollama` or `json` (a non-streaming body)."""
+    """Body framing for `core.body.BodyReader`: `sse`, `ndjson` or `json`."""
 
     def __aiter__(self) -> AsyncIterator[bytes]: ...
 

@@ -1,0 +1,443 @@
+"""The HTTP plumbing every model client shares: one pooled client, timeouts, retries, errors.
+
+This module owns getting a model server's response body to the engine as raw
+bytes, and turning every way that can fail into a `ProviderError` with a
+sentence a user can act on. It does not build request bodies (the API modules
+do) and it does not parse response bodies (`core.body.BodyReader` does),
+except to pull the message out of an HTTP error body.
+
+Rules:
+1. One `httpx.AsyncClient` per model client, created on first use, so
+   connections are reused across iterations of a turn; `aclose()` ends it.
+2. `open` returns only once the first body chunk has arrived. Until then a
+   failure may be retried (connect errors, 429, 500/502/503/504, with
+   exponential backoff + jitter, or the server's `Retry-After`); once a byte
+   has been handed out nothing is ever retried.
+3. Timeouts: `connect` is httpx's; `first_byte` covers status line, headers
+   and the first chunk; `idle` is the longest gap between chunks; `total`
+   bounds everything, retries included. They are `asyncio.timeout`s around
+   each read, so a stalled server cannot hold a turn forever.
+4. A stream that ends, fails or is closed releases its connection at once
+   (back to the pool if the body was read to the end, dropped otherwise).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import random
+import re
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
+from typing import Any, Final
+
+import httpx
+import orjson
+
+from toolrelay.errors import ProviderError
+
+__all__ = [
+    "DEFAULT_RETRY",
+    "DEFAULT_TIMEOUTS",
+    "HTTPModelStream",
+    "ModelHTTP",
+    "Retry",
+    "Timeouts",
+    "bearer_headers",
+    "body_format",
+    "error_from_response",
+    "parse_retry_after",
+    "retry_delay",
+    "v1_url",
+]
+
+RETRY_STATUSES: Final = frozenset({429, 500, 502, 503, 504})
+_SNIPPET: Final = 200
+_ERROR_BODY_LIMIT: Final = 65536
+_HTML_SKIP = re.compile(r"<(script|style)\b.*?</\1\s*>", re.I | re.S)
+_HTML_TAG = re.compile(r"<[^>]*>")
+_SPACE = re.compile(r"\s+")
+
+
+@dataclass(frozen=True, slots=True)
+class Timeouts:
+    """Seconds; `total` None means no bound on the whole response."""
+
+    connect: float = 10.0
+    first_byte: float = 120.0
+    idle: float = 120.0
+    total: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Retry:
+    """`attempts` counts every try, the first included (1 = never retry)."""
+
+    attempts: int = 3
+    backoff: float = 0.5
+    max_backoff: float = 20.0
+    jitter: float = 0.25
+
+
+DEFAULT_TIMEOUTS: Final = Timeouts()
+DEFAULT_RETRY: Final = Retry()
+
+
+def v1_url(base_url: str, path: str) -> str:
+    """`http://h:8000` and `http://h:8000/v1` (trailing slash or not) both give `…/v1/<path>`."""
+    root = base_url.rstrip("/")
+    if not root.endswith("/v1"):
+        root += "/v1"
+    return f"{root}/{path.lstrip('/')}"
+
+
+def bearer_headers(api_key: str | None, headers: Mapping[str, str] | None) -> dict[str, str]:
+    """`Authorization: Bearer` when a key is given; caller headers win."""
+    out = {"authorization": f"Bearer {api_key}"} if api_key else {}
+    out.update(headers or {})
+    return out
+
+
+def _json_default(obj: object) -> object:
+    """Callers may hand in any Mapping/Sequence (frozen specs, tuples); the wire wants JSON."""
+    if isinstance(obj, Mapping):
+        return dict(obj)
+    if isinstance(obj, tuple | list | set | frozenset):
+        return list(obj)
+    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
+
+
+def _seconds(value: float) -> str:
+    return f"{value:g}"
+
+
+def _describe(exc: BaseException) -> str:
+    """httpx errors sometimes have an empty str(); the class name still says something."""
+    return str(exc) or type(exc).__name__
+
+
+def body_format(content_type: str | None, *, stream: bool) -> str:
+    """The `BodyReader` format for a response: decided by its content type."""
+    if not stream:
+        return "json"
+    ctype = (content_type or "").split(";")[0].strip().lower()
+    if ctype == "text/event-stream":
+        return "sse"
+    if ctype in ("application/x-ndjson", "application/ndjson", "application/jsonl"):
+        return "ndjson"
+    return "json"
+
+
+def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
+    """Seconds the server asked us to wait (`retry-after-ms`, or `Retry-After` seconds/date)."""
+    lowered = {k.lower(): v for k, v in headers.items()}
+    ms = lowered.get("retry-after-ms")
+    if ms is not None:
+        try:
+            return max(0.0, float(ms) / 1000)
+        except ValueError:
+            pass
+    value = lowered.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+def retry_delay(
+    retry: Retry,
+    attempt: int,
+    retry_after: float | None = None,
+    *,
+    rand: Callable[[], float] = random.random,
+) -> float:
+    """Wait before try number `attempt + 1` (attempt counts from 1).
+
+    The server's `Retry-After` wins but is capped at twice `max_backoff`, so a
+    server cannot park a turn for an hour; otherwise the backoff doubles per
+    try up to `max_backoff`, spread by ±`jitter` so clients do not stampede.
+    """
+    if retry_after is not None:
+        return min(retry_after, retry.max_backoff * 2)
+    base = min(retry.max_backoff, retry.backoff * 2.0 ** (attempt - 1))
+    return max(0.0, base * (1 + retry.jitter * (2 * rand() - 1)))
+
+
+def _html_text(text: str) -> str:
+    text = _HTML_TAG.sub(" ", _HTML_SKIP.sub(" ", text))
+    return _SPACE.sub(" ", html.unescape(text)).strip()
+
+
+def _json_message(data: Any) -> str | None:
+    """The message in OpenAI `{"error": {"message"}}`, Ollama `{"error": "…"}` and kin."""
+    if not isinstance(data, dict):
+        return None
+    error = data.get("error")
+    if isinstance(error, dict):
+        for key in ("message", "detail", "type", "code"):
+            if isinstance(error.get(key), str) and error[key]:
+                return str(error[key])
+    if isinstance(error, str) and error:
+        return error
+    for key in ("message", "detail"):
+        if isinstance(data.get(key), str) and data[key]:
+            return str(data[key])
+    return None
+
+
+def error_from_response(
+    status: int, body: bytes, content_type: str | None = None, reason: str = ""
+) -> ProviderError:
+    """`ProviderError("Model server returned 401: Incorrect API key provided", …)`."""
+    text = body.decode("utf-8", "replace")
+    parsed: Any = text
+    message: str | None = None
+    try:
+        parsed = orjson.loads(body)
+        message = _json_message(parsed)
+    except orjson.JSONDecodeError:
+        pass
+    if message is None:
+        is_html = "html" in (content_type or "").lower() or text.lstrip().startswith("<")
+        message = (_html_text(text) if is_html else text.strip())[:_SNIPPET]
+    message = message or reason or "no details"
+    return ProviderError(f"Model server returned {status}: {message}", status=status, body=parsed)
+
+
+def _timeout_error(seconds: float, *, total: bool) -> ProviderError:
+    if total:
+        return ProviderError(
+            f"Model server timed out: no complete response within {_seconds(seconds)} s"
+        )
+    return ProviderError(f"Model server timed out: no data for {_seconds(seconds)} s")
+
+
+def _lost(exc: BaseException) -> ProviderError:
+    return ProviderError(f"Connection to the model server was lost mid-response: {_describe(exc)}")
+
+
+@dataclass(frozen=True, slots=True)
+class _Deadlines:
+    """Loop-clock deadlines for one response; picks the nearer of a phase and the total."""
+
+    timeouts: Timeouts
+    total_at: float | None
+
+    def nearest(self, loop: asyncio.AbstractEventLoop, phase: float) -> tuple[float, ProviderError]:
+        at = loop.time() + phase
+        if self.total_at is not None and self.total_at <= at:
+            assert self.timeouts.total is not None
+            return self.total_at, _timeout_error(self.timeouts.total, total=True)
+        return at, _timeout_error(phase, total=False)
+
+
+class HTTPModelStream:
+    """One response body as raw chunks (a `ModelStream`); `aclose()` frees the connection."""
+
+    def __init__(
+        self,
+        response: httpx.Response,
+        chunks: AsyncIterator[bytes],
+        first: bytes | None,
+        format: str,
+        deadlines: _Deadlines,
+    ) -> None:
+        self.format = format
+        self.response = response
+        self._chunks = chunks
+        self._first = first
+        self._deadlines = deadlines
+        self._closed = first is None
+
+    def __aiter__(self) -> HTTPModelStream:
+        return self
+
+    async def __anext__(self) -> bytes:
+        if self._first is not None:
+            chunk, self._first = self._first, None
+            return chunk
+        if self._closed:
+            await self.aclose()
+            raise StopAsyncIteration
+        loop = asyncio.get_running_loop()
+        deadline, on_timeout = self._deadlines.nearest(loop, self._deadlines.timeouts.idle)
+        try:
+            async with asyncio.timeout_at(deadline):
+                return await anext(self._chunks)
+        except StopAsyncIteration:
+            await self.aclose()
+            raise
+        except TimeoutError:
+            await self.aclose()
+            raise on_timeout from None
+        except httpx.TransportError as exc:
+            await self.aclose()
+            raise _lost(exc) from exc
+
+    async def aclose(self) -> None:
+        """Idempotent; later iteration stops at once."""
+        self._closed = True
+        self._first = None
+        closer = getattr(self._chunks, "aclose", None)
+        try:
+            if closer is not None:
+                await closer()
+        except (
+            RuntimeError
+        ):  # the generator is mid-read in another task; the response close ends it
+            pass
+        finally:
+            await self.response.aclose()
+
+
+@dataclass(frozen=True, slots=True)
+class _Retryable:
+    """A failed try that may be tried again."""
+
+    error: ProviderError
+    retry_after: float | None = None
+
+
+class ModelHTTP:
+    """POSTs JSON bodies to a model server and hands back `HTTPModelStream`s (see module doc)."""
+
+    def __init__(
+        self,
+        *,
+        headers: Mapping[str, str],
+        timeouts: Timeouts,
+        retry: Retry,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.headers = dict(headers)
+        self.timeouts = timeouts
+        self.retry = retry
+        self._transport = transport
+        self._client: httpx.AsyncClient | None = None
+
+    @property
+    def client(self) -> httpx.AsyncClient:
+        if self._client is None:
+            t = self.timeouts
+            self._client = httpx.AsyncClient(
+                transport=self._transport,
+                timeout=httpx.Timeout(connect=t.connect, read=None, write=None, pool=t.connect),
+                follow_redirects=True,
+            )
+        return self._client
+
+    async def aclose(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            await client.aclose()
+
+    async def post(self, url: str, payload: Mapping[str, Any], *, stream: bool) -> HTTPModelStream:
+        """Send until a first body byte arrives or the failure is final (rule 2)."""
+        loop = asyncio.get_running_loop()
+        total = self.timeouts.total
+        deadlines = _Deadlines(self.timeouts, None if total is None else loop.time() + total)
+        body = orjson.dumps(payload, default=_json_default)
+        attempt = 0
+        while True:
+            attempt += 1
+            outcome = await self._attempt(url, body, stream=stream, deadlines=deadlines)
+            if isinstance(outcome, HTTPModelStream):
+                return outcome
+            if attempt >= self.retry.attempts:
+                raise outcome.error
+            delay = retry_delay(self.retry, attempt, outcome.retry_after)
+            at = deadlines.total_at
+            if at is not None and loop.time() + delay >= at:
+                raise outcome.error
+            await asyncio.sleep(delay)
+
+    async def _attempt(
+        self, url: str, body: bytes, *, stream: bool, deadlines: _Deadlines
+    ) -> HTTPModelStream | _Retryable:
+        loop = asyncio.get_running_loop()
+        deadline, on_timeout = deadlines.nearest(loop, self.timeouts.first_byte)
+        request = self.client.build_request(
+            "POST", url, content=body, headers=self._headers(stream)
+        )
+        try:
+            async with asyncio.timeout_at(deadline):
+                response = await self.client.send(request, stream=True)
+        except TimeoutError:
+            raise on_timeout from None
+        except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
+            message = f"Cannot connect to the model server at {url}: {_describe(exc)}"
+            return _Retryable(ProviderError(message))
+        except httpx.TransportError as exc:
+            raise ProviderError(f"Model server request failed: {_describe(exc)}") from exc
+        try:
+            if not response.is_success:
+                return await self._failure(response, deadlines)
+            return await self._first_chunk(response, stream, deadline, on_timeout, deadlines)
+        except BaseException:
+            await response.aclose()
+            raise
+
+    async def _first_chunk(
+        self,
+        response: httpx.Response,
+        stream: bool,
+        deadline: float,
+        on_timeout: ProviderError,
+        deadlines: _Deadlines,
+    ) -> HTTPModelStream:
+        chunks = response.aiter_bytes()
+        try:
+            async with asyncio.timeout_at(deadline):
+                first = await anext(chunks, None)
+        except TimeoutError:
+            raise on_timeout from None
+        except httpx.TransportError as exc:
+            raise _lost(exc) from exc
+        fmt = body_format(response.headers.get("content-type"), stream=stream)
+        result = HTTPModelStream(response, chunks, first, fmt, deadlines)
+        if first is None:
+            await result.aclose()
+        return result
+
+    async def _failure(self, response: httpx.Response, deadlines: _Deadlines) -> _Retryable:
+        """Read the error body (best effort), close, and say whether to try again."""
+        loop = asyncio.get_running_loop()
+        deadline, _ = deadlines.nearest(loop, self.timeouts.idle)
+        raw = b""
+        try:
+            async with asyncio.timeout_at(deadline):
+                async for chunk in response.aiter_bytes():
+                    raw += chunk
+                    if len(raw) >= _ERROR_BODY_LIMIT:
+                        break
+        except (TimeoutError, httpx.TransportError):
+            pass
+        finally:
+            await response.aclose()
+        error = error_from_response(
+            response.status_code, raw, response.headers.get("content-type"), response.reason_phrase
+        )
+        if response.status_code not in RETRY_STATUSES:
+            raise error
+        return _Retryable(error, parse_retry_after(response.headers))
+
+    def _headers(self, stream: bool) -> dict[str, str]:
+        headers = {
+            "content-type": "application/json",
+            "accept": "text/event-stream, application/x-ndjson, application/json"
+            if stream
+            else "application/json",
+        }
+        headers.update(self.headers)
+        return headers
