@@ -51,7 +51,27 @@ _WHERE = {
     "tool": "toolrelay.adapters.tools",
 }
 
-__all__ = sorted(_WHERE)
+__all__ = [
+    "ConfigError",
+    "Event",
+    "ModelClient",
+    "Ollama",
+    "OpenAIChat",
+    "OpenAIResponses",
+    "ProtocolError",
+    "ProviderError",
+    "PythonTool",
+    "Relay",
+    "RunLimits",
+    "RunResult",
+    "Tool",
+    "ToolContext",
+    "ToolError",
+    "ToolSpec",
+    "ToolrelayError",
+    "TurnResult",
+    "tool",
+]
 __version__ = "0.1.0"
 
 

@@ -1,0 +1,1 @@
+"""The HTTP server: settings, the registry of live objects they describe, and the app."""

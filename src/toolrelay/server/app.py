@@ -1,0 +1,88 @@
+"""The FastAPI app: `create_app(settings)` wires store, bus, registry and routes.
+
+Start-up migrates the database, makes sure an admin API key exists (printed
+once, or taken from `TOOLRELAY_ADMIN_KEY`), and builds the model clients.
+With no model configured the server still starts and says how to add one.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+from fastapi.middleware.cors import CORSMiddleware
+
+from toolrelay.adapters.events import make_bus
+from toolrelay.adapters.stores import Store
+from toolrelay.adapters.stores.sql import SQLStore
+from toolrelay.server.auth import KeyCache
+from toolrelay.server.errors import BodyLimit, JSONBody, install_error_handlers
+from toolrelay.server.registry import build_registry, setup_hint
+from toolrelay.server.routes import admin, chats, openai, responses
+from toolrelay.server.services import Services
+from toolrelay.server.settings import Settings
+from toolrelay.server.turns import TurnManager
+
+log = logging.getLogger("toolrelay.server")
+
+
+async def ensure_admin_key(store: Store, admin_key: str | None) -> str | None:
+    """Make sure someone can log in; returns a freshly minted key to show once."""
+    if admin_key:
+        if await store.user_for_key(admin_key) is None:
+            user = await store.create_user("admin", is_admin=True)
+            await store.create_api_key_with_value(user.id, admin_key, name="TOOLRELAY_ADMIN_KEY")
+        return None
+    if await store.count_users() > 0:
+        return None
+    user = await store.create_user("admin", is_admin=True)
+    _, key = await store.create_api_key(user.id, name="first start")
+    return key
+
+
+def create_app(settings: Settings) -> FastAPI:
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        assert settings.database_url is not None
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        registry = build_registry(settings)
+        store = await SQLStore.open(settings.database_url)
+        bus = make_bus(settings.events_url)
+        minted = await ensure_admin_key(store, settings.admin_key)
+        if minted:
+            sys.stderr.write(
+                f"\ntoolrelay: admin API key (shown once, keep it): {minted}\n\n"
+            )
+        if not registry.routes:
+            log.warning("no model configured.\n%s", setup_hint())
+        turns = TurnManager(store, bus, registry)
+        app.state.services = Services(settings, store, bus, registry, turns, KeyCache(store))
+        try:
+            yield
+        finally:
+            await turns.aclose()
+            await bus.aclose()
+            await registry.aclose()
+            await store.close()
+
+    app = FastAPI(
+        title="toolrelay",
+        version="0.1.0",
+        lifespan=lifespan,
+        default_response_class=JSONBody,
+    )
+    install_error_handlers(app)
+    if settings.cors_origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=settings.cors_origins,
+            allow_methods=["*"],
+            allow_headers=["*"],
+        )
+    app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
+    for module in (openai, responses, chats, admin):
+        app.include_router(module.router)
+    return app

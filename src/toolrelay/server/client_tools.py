@@ -1,0 +1,32 @@
+"""Tools declared by a request: the client runs them, never the server (R9)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from toolrelay.engine.interfaces import ToolContext, ToolSpec
+
+
+class ClientTool:
+    """A tool whose calls go to the client (`execute:tool`) or end the response."""
+
+    def __init__(self, name: str, description: str, parameters: Mapping[str, Any]) -> None:
+        self._spec = ToolSpec(
+            name=name, description=description, parameters=dict(parameters), kind="client"
+        )
+
+    @property
+    def spec(self) -> ToolSpec:
+        return self._spec
+
+    async def call(self, arguments: dict[str, Any], context: ToolContext) -> Any:
+        raise RuntimeError(f"`{self._spec.name}` runs on the client")
+
+
+def client_tools(specs: Sequence[Any] | None) -> list[ClientTool]:
+    tools = []
+    for spec in specs or ():
+        fn = getattr(spec, "function", spec)
+        tools.append(ClientTool(fn.name, fn.description or "", fn.parameters))
+    return tools

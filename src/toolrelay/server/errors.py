@@ -1,0 +1,173 @@
+"""OpenAI-style error objects for every 4xx/5xx, and the handlers that produce them.
+
+Clients written for the OpenAI API read `{"error": {"message", "type", "param",
+"code"}}`; we answer every failure in that shape, with a message that says
+what to fix.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+_TYPES = {
+    400: "invalid_request_error",
+    401: "invalid_request_error",
+    403: "permission_error",
+    404: "invalid_request_error",
+    409: "conflict_error",
+    413: "invalid_request_error",
+    422: "invalid_request_error",
+    429: "rate_limit_error",
+}
+
+
+class JSONBody(Response):
+    """JSON rendered with orjson (FastAPI's own JSONBody is deprecated)."""
+
+    media_type = "application/json"
+
+    def render(self, content: Any) -> bytes:
+        return orjson.dumps(content)
+
+
+class APIError(Exception):
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        code: str | None = None,
+        param: str | None = None,
+        type: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.code = code
+        self.param = param
+        self.type = type or _TYPES.get(
+            status, "server_error" if status >= 500 else "invalid_request_error"
+        )
+
+
+def error_body(
+    message: str,
+    *,
+    type: str = "invalid_request_error",
+    code: str | None = None,
+    param: str | None = None,
+) -> dict[str, Any]:
+    return {"error": {"message": message, "type": type, "param": param, "code": code}}
+
+
+def error_response(exc: APIError) -> JSONBody:
+    body = error_body(exc.message, type=exc.type, code=exc.code, param=exc.param)
+    headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
+    return JSONBody(body, status_code=exc.status, headers=headers)
+
+
+def _location(loc: tuple[Any, ...]) -> str:
+    parts = [str(p) for p in loc if p not in ("body",)]
+    return ".".join(parts) or "body"
+
+
+async def _validation(_: Request, exc: Exception) -> JSONBody:
+    assert isinstance(exc, RequestValidationError)
+    errors = exc.errors()
+    first = errors[0] if errors else {}
+    if first.get("type") == "json_invalid":
+        return error_response(
+            APIError(400, "The request body is not valid JSON.", code="invalid_json")
+        )
+    problems = "; ".join(
+        f"{_location(tuple(e.get('loc', ())))}: {e.get('msg')}" for e in errors[:5]
+    )
+    param = _location(tuple(first.get("loc", ()))) if first else None
+    return error_response(
+        APIError(400, f"Invalid request: {problems}", param=param, code="invalid_value")
+    )
+
+
+async def _api_error(_: Request, exc: Exception) -> JSONBody:
+    assert isinstance(exc, APIError)
+    return error_response(exc)
+
+
+async def _http_error(_: Request, exc: Exception) -> JSONBody:
+    assert isinstance(exc, StarletteHTTPException)
+    message = exc.detail if isinstance(exc.detail, str) else "Request failed."
+    if exc.status_code == 404 and message == "Not Found":
+        message = "No such endpoint."
+    if exc.status_code == 405:
+        message = "Method not allowed on this endpoint."
+    return error_response(APIError(exc.status_code, message))
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(RequestValidationError, _validation)
+    app.add_exception_handler(APIError, _api_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+
+
+class _TooLarge(Exception):
+    pass
+
+
+class BodyLimit:
+    """Rejects request bodies over `limit` bytes with 413, before they are read whole."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        for name, value in scope.get("headers", []):
+            if name == b"content-length" and value.isdigit() and int(value) > self.limit:
+                await self._reject(send)
+                return
+        seen = 0
+        started = False
+
+        async def counted() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.limit:
+                    raise _TooLarge
+            return message
+
+        async def tracked(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, counted, tracked)
+        except _TooLarge:
+            if not started:
+                await self._reject(send)
+
+    async def _reject(self, send: Send) -> None:
+        response = error_response(
+            APIError(
+                413,
+                f"Request body too large: the limit is {self.limit} bytes.",
+                code="body_too_large",
+            )
+        )
+        await response({"type": "http"}, _empty_receive, send)
+
+
+async def _empty_receive() -> Message:
+    return {"type": "http.disconnect"}

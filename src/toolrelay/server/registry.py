@@ -1,0 +1,224 @@
+"""Registry: `Settings` turned into live objects — model clients, tools, filters, limits.
+
+Owns picking the client class for each route, reading API keys from the
+environment (once, when the registry is built), importing tool files and
+modules, and importing filters (`module:attr`, `file.py:attr`, or an
+`http(s)://` pipeline outlet URL). Every failure is a `ConfigError` naming
+the route, file or env var, so `toolrelay serve` stops before it listens.
+
+No server code here: the app asks `client_for(route)` / `tools_for(route)`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from toolrelay.adapters.models import Ollama, OpenAIChat, OpenAIResponses
+from toolrelay.adapters.tools import load_tools_from_file, load_tools_from_module
+from toolrelay.core.ids import new_id
+from toolrelay.engine.filters import HttpOutlet
+from toolrelay.engine.interfaces import ModelClient, Tool
+from toolrelay.engine.limits import RunLimits
+from toolrelay.errors import ConfigError
+from toolrelay.server.settings import ModelRoute, Settings, is_file_ref
+
+__all__ = ["Registry", "build_registry", "setup_hint"]
+
+_FILTER_MODULE_PREFIX = "toolrelay_user_filters"
+
+
+@dataclass
+class Registry:
+    """The live objects one server process uses; close with `aclose`."""
+
+    routes: dict[str, ModelRoute]
+    tools: dict[str, Tool]
+    filters: list[Any]
+    limits: RunLimits
+    task_model: str | None = None
+    clients: dict[str, ModelClient] = field(default_factory=dict, repr=False)
+    """One client per route, built by `build_registry` (their connection pools are lazy)."""
+
+    def client_for(self, route: str) -> ModelClient:
+        """The cached client of a route; `KeyError` for a name no route has."""
+        try:
+            return self.clients[route]
+        except KeyError:
+            raise KeyError(f"unknown model {route!r}") from None
+
+    def tools_for(self, route: str) -> dict[str, Tool]:
+        """The tools a route may offer the model: its `tools` list, or all of them."""
+        names = self.routes[route].tools
+        if names is None:
+            return dict(self.tools)
+        return {name: self.tools[name] for name in names}
+
+    @property
+    def task_client(self) -> ModelClient | None:
+        """The client for titles, tags and follow-ups; None turns those tasks off."""
+        return None if self.task_model is None else self.client_for(self.task_model)
+
+    async def aclose(self) -> None:
+        """Close every client and every filter that holds a connection pool."""
+        for client in self.clients.values():
+            await client.aclose()
+        for item in self.filters:
+            close = getattr(item, "aclose", None)
+            if callable(close):
+                await close()
+
+
+def build_registry(settings: Settings, *, env: Mapping[str, str] | None = None) -> Registry:
+    """Build clients, load tools and filters; `env` stands in for `os.environ` (API keys)."""
+    environ: Mapping[str, str] = os.environ if env is None else env
+    tools = _load_tools(settings.tools)
+    routes = {route.name: route for route in settings.models}
+    for index, route in enumerate(settings.models):
+        unknown = [name for name in route.tools or [] if name not in tools]
+        if unknown:
+            raise ConfigError(f"models[{index}].tools: unknown tool {unknown[0]!r}")
+    clients = {route.name: _client(route, environ) for route in settings.models}
+    return Registry(
+        routes=routes,
+        tools=tools,
+        filters=[_load_filter(ref) for ref in settings.filters],
+        limits=settings.limits.to_run_limits(),
+        task_model=settings.task_model,
+        clients=clients,
+    )
+
+
+def _api_key(route: ModelRoute, environ: Mapping[str, str]) -> str | None:
+    if route.api_key_env is None:
+        return route.api_key
+    key = environ.get(route.api_key_env)
+    if not key:
+        raise ConfigError(
+            f"model route {route.name!r}: env var {route.api_key_env} (api_key_env) is not set"
+        )
+    return key
+
+
+def _client(route: ModelRoute, environ: Mapping[str, str]) -> ModelClient:
+    """The client class for the route's API, configured from the route."""
+    key = _api_key(route, environ)
+    if route.kind == "openai-responses":
+        return OpenAIResponses(
+            base_url=route.base_url,
+            model=route.model,
+            api_key=key,
+            params=route.params,
+            stateful=route.stateful,
+        )
+    if route.kind == "ollama":
+        return Ollama(base_url=route.base_url, model=route.model, api_key=key, params=route.params)
+    return OpenAIChat(
+        base_url=route.base_url,
+        model=route.model,
+        api_key=key,
+        params=route.params,
+        reasoning_replay=route.reasoning_replay,
+    )
+
+
+def _load_tools(refs: list[str]) -> dict[str, Tool]:
+    """Every tool of every file/module; a name defined twice is an error naming both."""
+    tools: dict[str, Tool] = {}
+    where: dict[str, str] = {}
+    for ref in refs:
+        loaded = load_tools_from_file(ref) if is_file_ref(ref) else load_tools_from_module(ref)
+        for item in loaded:
+            name = item.spec.name
+            if name in tools:
+                raise ConfigError(f"tools: {name!r} is defined by both {where[name]!r} and {ref!r}")
+            tools[name] = item
+            where[name] = ref
+    return tools
+
+
+def _load_filter(ref: str) -> Any:
+    """A filter object from `module:attr`, `file.py:attr` or a pipeline outlet URL."""
+    if ref.startswith(("http://", "https://")):
+        return HttpOutlet(ref)
+    target, sep, attr = ref.rpartition(":")
+    if not sep or not target or not attr:
+        raise ConfigError(f"filters: {ref!r} must be 'module:attr', 'file.py:attr' or a URL")
+    module = _import_file(target, ref) if is_file_ref(target) else _import_module(target, ref)
+    try:
+        obj = getattr(module, attr)
+    except AttributeError:
+        raise ConfigError(f"filters: {ref!r}: {target!r} has no attribute {attr!r}") from None
+    if isinstance(obj, type):
+        obj = _instantiate(obj, ref)
+    if not any(callable(getattr(obj, m, None)) for m in ("inlet", "outlet")):
+        raise ConfigError(f"filters: {ref!r} has neither inlet nor outlet")
+    return obj
+
+
+def _instantiate(cls: type, ref: str) -> Any:
+    """Open WebUI style: a `class Filter` whose instance has inlet/outlet methods."""
+    try:
+        return cls()
+    except Exception as exc:
+        raise ConfigError(
+            f"filters: {ref!r} cannot be created: {type(exc).__name__}: {exc}"
+        ) from exc
+
+
+def _import_module(name: str, ref: str) -> Any:
+    try:
+        return importlib.import_module(name)
+    except Exception as exc:
+        raise ConfigError(
+            f"filters: {ref!r} cannot be imported: {type(exc).__name__}: {exc}"
+        ) from exc
+
+
+def _import_file(path: str, ref: str) -> Any:
+    """Import a filter file under a fresh module name, like tool files."""
+    file = Path(path)
+    if not file.is_file():
+        raise ConfigError(f"filters: {ref!r}: no such file {path!r}")
+    name = f"{_FILTER_MODULE_PREFIX}_{new_id('m')}"
+    spec = importlib.util.spec_from_file_location(name, file)
+    if spec is None or spec.loader is None:
+        raise ConfigError(f"filters: {ref!r}: not importable as Python")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        sys.modules.pop(name, None)
+        raise ConfigError(f"filters: {ref!r} failed to load: {type(exc).__name__}: {exc}") from exc
+    return module
+
+
+_HINT = """\
+No model is configured, so toolrelay has nothing to relay to. Add one of:
+
+  1. An OpenAI-compatible server, through env vars:
+       OPENAI_BASE_URL=https://api.openai.com/v1 OPENAI_API_KEY=sk-... toolrelay serve
+     (OPENAI_MODEL picks the model; default gpt-4o-mini)
+
+  2. A local Ollama:
+       OLLAMA_BASE_URL=http://localhost:11434 OLLAMA_MODEL=llama3.2 toolrelay serve
+
+  3. A toolrelay.toml (or --config PATH / TOOLRELAY_CONFIG) with a [[models]] table:
+       [[models]]
+       name = "gpt"                          # what clients send as `model`
+       base_url = "https://api.openai.com/v1"
+       model = "gpt-4o-mini"                 # the upstream model id
+       api_key_env = "OPENAI_API_KEY"        # the env var holding the key
+"""
+
+
+def setup_hint() -> str:
+    """What `GET /` and the startup log say when no model is configured."""
+    return _HINT

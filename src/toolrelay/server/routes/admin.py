@@ -1,0 +1,76 @@
+"""Admin endpoints (API keys) and the front page."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+from fastapi.responses import HTMLResponse
+
+from toolrelay.adapters.stores import ApiKey
+from toolrelay.server.errors import APIError
+from toolrelay.server.registry import setup_hint
+from toolrelay.server.schemas import KeyCreate
+from toolrelay.server.services import AdminDep, ServicesDep
+
+router = APIRouter()
+
+
+def key_json(key: ApiKey) -> dict[str, Any]:
+    return {
+        "id": key.id,
+        "user_id": key.user_id,
+        "name": key.name,
+        "prefix": key.prefix,
+        "created_at": key.created_at.isoformat(),
+        "revoked_at": key.revoked_at.isoformat() if key.revoked_at else None,
+    }
+
+
+@router.post("/api/admin/keys", status_code=201)
+async def create_key(body: KeyCreate, svc: ServicesDep, admin: AdminDep) -> dict[str, Any]:
+    user_id = admin.id
+    if body.user:
+        user = await svc.store.create_user(body.user, is_admin=body.admin)
+        user_id = user.id
+    record, plaintext = await svc.store.create_api_key(user_id, name=body.name)
+    return {**key_json(record), "key": plaintext}
+
+
+@router.get("/api/admin/keys")
+async def list_keys(svc: ServicesDep, _: AdminDep) -> dict[str, Any]:
+    return {"data": [key_json(k) for k in await svc.store.list_api_keys()]}
+
+
+@router.delete("/api/admin/keys/{key_id}", status_code=204)
+async def revoke_key(key_id: str, svc: ServicesDep, _: AdminDep) -> None:
+    if not await svc.store.revoke_api_key(key_id):
+        raise APIError(404, f"No active key '{key_id}'.", code="key_not_found")
+    svc.keys.clear()
+
+
+@router.get("/healthz")
+async def health() -> dict[str, str]:
+    return {"status": "ok"}
+
+
+@router.get("/", response_class=HTMLResponse)
+async def index(svc: ServicesDep) -> HTMLResponse:
+    routes = sorted(svc.registry.routes)
+    if routes:
+        body = "<p>Models: " + ", ".join(f"<code>{r}</code>" for r in routes) + "</p>"
+    else:
+        body = f"<h2>No model configured</h2><pre>{_escape(setup_hint())}</pre>"
+    page = (
+        "<!doctype html><html><head><meta charset='utf-8'><title>toolrelay</title></head>"
+        "<body><h1>toolrelay</h1>"
+        f"{body}"
+        "<p>OpenAI-compatible API at <code>/v1/chat/completions</code>, "
+        "<code>/v1/responses</code>, <code>/v1/models</code>; chats at <code>/api/chats</code>. "
+        "Authenticate with <code>Authorization: Bearer &lt;key&gt;</code>.</p></body></html>"
+    )
+    return HTMLResponse(page)
+
+
+def _escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

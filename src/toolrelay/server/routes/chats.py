@@ -1,0 +1,212 @@
+"""The chat API: saved chats, background turns, resumable event streams.
+
+`POST …/messages` saves the user message, starts the turn in the background
+and returns its ids at once; `GET …/events` streams the chat's events as SSE
+with `id:` sequence numbers. `Last-Event-ID` (or `?after=`) resumes exactly
+after the last event seen, also after the turn ended; a subscriber without
+one first gets a `chat:snapshot` (the saved messages), then the current
+turn's events from its start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import orjson
+from fastapi import APIRouter, Header, Query, Request
+from fastapi.responses import StreamingResponse
+
+from toolrelay.adapters.stores import Chat, StoredMessage
+from toolrelay.core.events import Event
+from toolrelay.core.ids import new_id
+from toolrelay.server.client_tools import client_tools
+from toolrelay.server.errors import APIError
+from toolrelay.server.routes.openai import SSE_HEADERS
+from toolrelay.server.schemas import ChatCreate, MessageCreate, ToolResultIn
+from toolrelay.server.services import Services, ServicesDep, UserDep
+from toolrelay.server.turns import channel
+
+router = APIRouter(prefix="/api/chats")
+HEARTBEAT_S = 15.0
+
+
+def chat_json(chat: Chat) -> dict[str, Any]:
+    return {
+        "id": chat.id,
+        "title": chat.title,
+        "tags": list(chat.tags or []),
+        "model": chat.model,
+        "created_at": chat.created_at.isoformat(),
+        "updated_at": chat.updated_at.isoformat(),
+    }
+
+
+def message_json(m: StoredMessage) -> dict[str, Any]:
+    return {
+        "id": m.id,
+        "role": m.role,
+        "content": m.content,
+        "output": m.output,
+        "usage": m.usage,
+        "status": m.status,
+        "error": m.error,
+        "timings": m.timings,
+        "model": m.model,
+        "follow_ups": m.follow_ups,
+        "created_at": m.created_at.isoformat(),
+    }
+
+
+async def _owned(svc: Services, chat_id: str, user_id: str) -> Chat:
+    chat = await svc.store.get_chat(chat_id, user_id=user_id)
+    if chat is None:
+        raise APIError(404, f"No chat '{chat_id}'.", code="chat_not_found")
+    return chat
+
+
+@router.post("", status_code=201)
+async def create_chat(body: ChatCreate, svc: ServicesDep, user: UserDep) -> dict[str, Any]:
+    if body.model is not None:
+        svc.route(body.model)
+    chat = await svc.store.create_chat(user.id, title=body.title, model=body.model)
+    return chat_json(chat)
+
+
+@router.get("")
+async def list_chats(
+    svc: ServicesDep,
+    user: UserDep,
+    limit: int = Query(50, ge=1, le=200),
+    offset: int = Query(0, ge=0),
+) -> dict[str, Any]:
+    chats, total = await svc.store.list_chats(user.id, limit=limit, offset=offset)
+    return {"data": [chat_json(c) for c in chats], "total": total, "limit": limit, "offset": offset}
+
+
+@router.get("/{chat_id}")
+async def get_chat(chat_id: str, svc: ServicesDep, user: UserDep) -> dict[str, Any]:
+    chat = await _owned(svc, chat_id, user.id)
+    messages = await svc.store.get_messages(chat_id)
+    return {**chat_json(chat), "messages": [message_json(m) for m in messages]}
+
+
+@router.delete("/{chat_id}", status_code=204)
+async def delete_chat(chat_id: str, svc: ServicesDep, user: UserDep) -> None:
+    await _owned(svc, chat_id, user.id)
+    if await svc.turns.running(chat_id):
+        await svc.turns.cancel(chat_id)
+        await svc.turns.wait(chat_id)
+    if not await svc.store.delete_chat(chat_id, user_id=user.id):
+        raise APIError(404, f"No chat '{chat_id}'.", code="chat_not_found")
+
+
+@router.post("/{chat_id}/messages", status_code=202)
+async def post_message(
+    chat_id: str, body: MessageCreate, svc: ServicesDep, user: UserDep
+) -> dict[str, Any]:
+    chat = await _owned(svc, chat_id, user.id)
+    route = svc.route(body.model or chat.model or _default_route(svc))
+    if await svc.turns.running(chat_id):
+        raise APIError(409, "A turn is already running in this chat; cancel it or wait.", code="turn_running")
+    history = await svc.store.load_messages(chat_id)
+    message = {"role": "user", "content": body.content}
+    user_message_id = await svc.store.add_message(chat_id, message)
+    message_id = new_id("msg")
+    await svc.turns.start(
+        chat_id,
+        message_id,
+        route=route,
+        history=[*history, message],
+        user={"id": user.id, "name": user.name},
+        client_tools=client_tools(body.tools),
+    )
+    return {"chat_id": chat_id, "message_id": message_id, "user_message_id": user_message_id}
+
+
+def _default_route(svc: Services) -> str:
+    routes = svc.registry.routes
+    if not routes:
+        raise APIError(404, "No model is configured on this server; see GET /.", code="model_not_found")
+    return next(iter(routes))
+
+
+@router.post("/{chat_id}/tool-results", status_code=202)
+async def tool_results(chat_id: str, body: ToolResultIn, svc: ServicesDep, user: UserDep) -> dict[str, Any]:
+    await _owned(svc, chat_id, user.id)
+    if not await svc.turns.running(chat_id):
+        raise APIError(409, "No turn is running in this chat.", code="no_turn_running")
+    if body.approved is not None:
+        message = {"op": "approval", "id": body.id, "approved": body.approved, "reason": body.reason}
+    else:
+        message = {"op": "tool_result", "id": body.id, "result": body.result}
+    await svc.turns.answer(chat_id, message)
+    return {"accepted": True}
+
+
+@router.post("/{chat_id}/cancel", status_code=202)
+async def cancel(chat_id: str, svc: ServicesDep, user: UserDep) -> dict[str, Any]:
+    await _owned(svc, chat_id, user.id)
+    running = await svc.turns.running(chat_id)
+    if running:
+        await svc.turns.cancel(chat_id)
+    return {"cancelled": running}
+
+
+@router.get("/{chat_id}/events")
+async def events(
+    chat_id: str,
+    request: Request,
+    svc: ServicesDep,
+    user: UserDep,
+    after: int | None = Query(None, ge=0),
+    last_event_id: str | None = Header(None),
+) -> StreamingResponse:
+    await _owned(svc, chat_id, user.id)
+    resume = after
+    if resume is None and last_event_id is not None:
+        if not last_event_id.strip().isdigit():
+            raise APIError(400, "Last-Event-ID must be an event sequence number.", param="Last-Event-ID")
+        resume = int(last_event_id)
+    stream = _sse(svc, chat_id, resume, request)
+    return StreamingResponse(stream, media_type="text/event-stream", headers=SSE_HEADERS)
+
+
+def _frame(seq: int, event: Event) -> bytes:
+    data = orjson.dumps({"type": event.type, "data": event.data})
+    return b"id: " + str(seq).encode() + b"\nevent: " + event.type.encode() + b"\ndata: " + data + b"\n\n"
+
+
+async def _sse(svc: Services, chat_id: str, resume: int | None, request: Request) -> AsyncIterator[bytes]:
+    name = channel(chat_id)
+    if resume is None:
+        running = await svc.turns.running(chat_id)
+        start = await svc.bus.turn_start(name) if running else await svc.bus.last_seq(name)
+        messages = await svc.store.get_messages(chat_id)
+        snapshot = Event("chat:snapshot", {"messages": [message_json(m) for m in messages], "running": running})
+        yield _frame(start, snapshot)
+        resume = start
+    queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=1000)
+    pump = asyncio.get_running_loop().create_task(_pump(svc, name, resume, queue))
+    try:
+        while True:
+            try:
+                envelope = await asyncio.wait_for(queue.get(), HEARTBEAT_S)
+            except TimeoutError:
+                if await request.is_disconnected():
+                    return
+                yield b": keep-alive\n\n"
+                continue
+            if envelope is None:
+                return
+            yield _frame(envelope.seq, envelope.event)
+    finally:
+        pump.cancel()
+
+
+async def _pump(svc: Services, name: str, after: int, queue: asyncio.Queue[Any]) -> None:
+    """Moves the subscription into a queue, so heartbeats never cancel the subscription."""
+    async for envelope in svc.bus.subscribe(name, after=after):
+        await queue.put(envelope)
+    await queue.put(None)

@@ -1,0 +1,70 @@
+"""The live objects one server process holds, built at start-up and shared by the routes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from fastapi import Depends, Request
+
+from toolrelay.adapters.events import EventBus
+from toolrelay.adapters.stores import Store, User
+from toolrelay.server.auth import KeyCache, authenticate
+from toolrelay.server.errors import APIError
+from toolrelay.server.registry import Registry
+from toolrelay.server.settings import Settings
+from toolrelay.server.turns import TurnManager
+
+
+@dataclass(slots=True)
+class Services:
+    settings: Settings
+    store: Store
+    bus: EventBus
+    registry: Registry
+    turns: TurnManager
+    keys: KeyCache
+
+    def route(self, name: Any) -> str:
+        """A known route name, else a 404 in OpenAI's words."""
+        if not isinstance(name, str) or not name:
+            raise APIError(400, "You must provide a model.", param="model", code="missing_model")
+        if name not in self.registry.routes:
+            if not self.registry.routes:
+                raise APIError(
+                    404,
+                    f"The model '{name}' does not exist: no model is configured on this server. "
+                    "See GET / for how to add one.",
+                    param="model",
+                    code="model_not_found",
+                )
+            known = ", ".join(sorted(self.registry.routes))
+            raise APIError(
+                404,
+                f"The model '{name}' does not exist. Available: {known}.",
+                param="model",
+                code="model_not_found",
+            )
+        return name
+
+
+def services(request: Request) -> Services:
+    svc: Services = request.app.state.services
+    return svc
+
+
+async def current_user(request: Request) -> User:
+    return await authenticate(request, services(request).keys)
+
+
+ServicesDep = Annotated[Services, Depends(services)]
+UserDep = Annotated[User, Depends(current_user)]
+
+
+async def admin_user(user: UserDep) -> User:
+    if not user.is_admin:
+        raise APIError(403, "This endpoint needs an admin API key.", code="not_admin")
+    return user
+
+
+AdminDep = Annotated[User, Depends(admin_user)]
