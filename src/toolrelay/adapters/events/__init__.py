@@ -1,0 +1,118 @@
+"""The event bus: resumable per-chat event logs plus a control channel to the turn's worker.
+
+A chat turn runs in a background task and publishes its `Event`s to the chat's
+channel; SSE clients subscribe, and after a disconnect resubscribe with the last
+seq they saw (`Last-Event-ID`) to get exactly what they missed, also after the
+turn ended. The same channel name carries control messages (cancel, client-tool
+results, approvals) to whichever worker runs the turn.
+
+Invariants every backend keeps:
+
+1. Seqs are 1, 2, 3 … per channel, across turns, with no gaps and no repeats,
+   even under concurrent publishers.
+2. `subscribe(after=N)` yields every retained event with seq > N in order, then
+   live ones; never a duplicate, never a gap (except events already dropped by
+   the retention cap).
+3. With `until_end=True` a subscriber finishes once the channel's last turn has
+   ended and it has delivered every event published so far; while a turn runs,
+   or before any turn began, it waits for live events.
+4. Control messages are live only: a listener sees what is sent while it listens.
+
+Backends: `MemoryBus` (one process, the default) and `RedisBus` (many workers
+sharing Redis). They are imported lazily so the Redis client stays optional.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from toolrelay.core.events import Event
+from toolrelay.errors import ConfigError
+
+if TYPE_CHECKING:
+    from toolrelay.adapters.events.memory import MemoryBus
+    from toolrelay.adapters.events.redis import RedisBus
+
+__all__ = ["Envelope", "EventBus", "MemoryBus", "RedisBus", "make_bus"]
+
+
+@dataclass(frozen=True, slots=True)
+class Envelope:
+    """An event with its place in the channel's log; `seq` becomes the SSE `id:`."""
+
+    seq: int
+    event: Event
+
+
+class EventBus(Protocol):
+    """What the server needs from a bus; see the module docstring for the guarantees."""
+
+    async def publish(self, channel: str, event: Event) -> int:
+        """Append `event` to the channel's log; returns its seq."""
+        ...
+
+    async def end(self, channel: str) -> None:
+        """Mark the current turn over: `until_end` subscribers stop after the last event."""
+        ...
+
+    async def begin(self, channel: str) -> int:
+        """Start a turn; returns the seq of the last event before it (0 if none)."""
+        ...
+
+    def subscribe(
+        self, channel: str, *, after: int = 0, until_end: bool = True
+    ) -> AsyncGenerator[Envelope, None]:
+        """Retained events with seq > `after`, then live ones (invariants 2, 3); `aclose` it."""
+        ...
+
+    async def last_seq(self, channel: str) -> int:
+        """The seq of the newest event (0 for an empty or expired channel)."""
+        ...
+
+    async def turn_start(self, channel: str) -> int:
+        """The seq before the current (or last) turn's first event (0 if none)."""
+        ...
+
+    async def turn_running(self, channel: str) -> bool:
+        """Whether a turn has begun on the channel and not ended yet."""
+        ...
+
+    async def send_control(self, channel: str, message: dict[str, Any]) -> None:
+        """Deliver a JSON-ready message to every live `control` listener of the channel."""
+        ...
+
+    def control(self, channel: str) -> AsyncGenerator[dict[str, Any], None]:
+        """Control messages sent while listening; ends when closed or the bus closes."""
+        ...
+
+    async def aclose(self) -> None:
+        """Stop live subscribers and listeners and release connections."""
+        ...
+
+
+def make_bus(url: str | None) -> EventBus:
+    """The bus a setting names: None or "memory" for in-process, "redis://…" for Redis."""
+    if url is None or url == "memory":
+        from toolrelay.adapters.events.memory import MemoryBus
+
+        return MemoryBus()
+    if url.startswith(("redis://", "rediss://", "unix://")):
+        from toolrelay.adapters.events.redis import RedisBus
+
+        return RedisBus.from_url(url)
+    raise ConfigError(f"events url: expected 'memory' or a redis:// url, got {url!r}")
+
+
+def __getattr__(name: str) -> Any:
+    """Import backends on first use: `RedisBus` needs the `redis` extra."""
+    if name == "MemoryBus":
+        from toolrelay.adapters.events.memory import MemoryBus
+
+        return MemoryBus
+    if name == "RedisBus":
+        from toolrelay.adapters.events.redis import RedisBus
+
+        return RedisBus
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

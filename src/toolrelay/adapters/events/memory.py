@@ -1,0 +1,199 @@
+"""In-process event bus (asyncio): the default when one server process runs every turn.
+
+Owns per-channel logs in memory: the last `max_events` envelopes, the seq
+counter and the turn state. Ended channels are forgotten `ttl` seconds after
+their end, checked lazily on access against an injectable clock, so the bus
+runs no background tasks. Must not be shared across processes; use `RedisBus`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import OrderedDict, deque
+from collections.abc import AsyncGenerator, Callable
+from dataclasses import dataclass, field
+from itertools import islice
+from typing import Any, Literal
+
+import orjson
+
+from toolrelay.adapters.events import Envelope
+from toolrelay.core.events import Event
+
+__all__ = ["MemoryBus"]
+
+TurnState = Literal["idle", "running", "ended"]
+
+
+@dataclass(slots=True)
+class _Channel:
+    """One chat's log; `changed` is replaced after each set so waiters never miss a wakeup."""
+
+    events: deque[Envelope]
+    seq: int = 0
+    start: int = 0
+    """The seq before the current (or last) turn's first event."""
+    state: TurnState = "idle"
+    listeners: int = 0
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def notify(self) -> None:
+        self.changed.set()
+        self.changed = asyncio.Event()
+
+    def after(self, cursor: int) -> list[Envelope]:
+        """Retained envelopes with seq > cursor; seqs are contiguous so we index directly."""
+        if not self.events:
+            return []
+        start = max(0, cursor + 1 - self.events[0].seq)
+        return list(islice(self.events, start, None))
+
+
+class MemoryBus:
+    """Event logs and control queues in this process."""
+
+    def __init__(
+        self,
+        *,
+        max_events: int = 10_000,
+        ttl: float = 3600,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if max_events < 1:
+            raise ValueError("max_events must be at least 1")
+        self._max_events = max_events
+        self._ttl = ttl
+        self._clock = clock
+        self._channels: dict[str, _Channel] = {}
+        self._expiry: OrderedDict[str, float] = OrderedDict()
+        self._controls: dict[str, set[asyncio.Queue[dict[str, Any] | None]]] = {}
+        self._closed = False
+
+    # -- log ---------------------------------------------------------------
+
+    async def publish(self, channel: str, event: Event) -> int:
+        """Append; an event after the turn ended (a title, say) restarts the channel's ttl."""
+        ch = self._channel(channel)
+        ch.seq += 1
+        ch.events.append(Envelope(ch.seq, event))
+        if ch.state == "ended":
+            self._schedule_expiry(channel)
+        ch.notify()
+        return ch.seq
+
+    async def begin(self, channel: str) -> int:
+        ch = self._channel(channel)
+        ch.state = "running"
+        ch.start = ch.seq
+        self._expiry.pop(channel, None)
+        ch.notify()
+        return ch.seq
+
+    async def end(self, channel: str) -> None:
+        ch = self._channel(channel)
+        ch.state = "ended"
+        self._schedule_expiry(channel)
+        ch.notify()
+
+    async def last_seq(self, channel: str) -> int:
+        self._purge()
+        ch = self._channels.get(channel)
+        return ch.seq if ch else 0
+
+    async def turn_start(self, channel: str) -> int:
+        self._purge()
+        ch = self._channels.get(channel)
+        return ch.start if ch else 0
+
+    async def turn_running(self, channel: str) -> bool:
+        self._purge()
+        ch = self._channels.get(channel)
+        return ch is not None and ch.state == "running"
+
+    async def subscribe(
+        self, channel: str, *, after: int = 0, until_end: bool = True
+    ) -> AsyncGenerator[Envelope, None]:
+        """Replay then follow; a listener count keeps the channel from expiring under us."""
+        ch = self._channel(channel)
+        ch.listeners += 1
+        cursor = after
+        try:
+            while not self._closed:
+                changed = ch.changed
+                batch = ch.after(cursor)
+                for envelope in batch:
+                    yield envelope
+                    cursor = envelope.seq
+                if batch:
+                    continue
+                if until_end and ch.state == "ended" and cursor >= ch.seq:
+                    return
+                await changed.wait()
+        finally:
+            ch.listeners -= 1
+
+    # -- control -----------------------------------------------------------
+
+    async def send_control(self, channel: str, message: dict[str, Any]) -> None:
+        """Each listener gets its own JSON copy, as it would from Redis."""
+        payload = orjson.dumps(message)
+        for queue in self._controls.get(channel, ()):
+            queue.put_nowait(orjson.loads(payload))
+
+    async def control(self, channel: str) -> AsyncGenerator[dict[str, Any], None]:
+        queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+        if self._closed:
+            return
+        self._controls.setdefault(channel, set()).add(queue)
+        try:
+            while (message := await queue.get()) is not None:
+                yield message
+        finally:
+            listeners = self._controls.get(channel)
+            if listeners is not None:
+                listeners.discard(queue)
+                if not listeners:
+                    del self._controls[channel]
+
+    async def aclose(self) -> None:
+        """Wake every subscriber and listener so they finish; idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        for ch in self._channels.values():
+            ch.notify()
+        for listeners in self._controls.values():
+            for queue in listeners:
+                queue.put_nowait(None)
+
+    # -- retention ---------------------------------------------------------
+
+    def _channel(self, channel: str) -> _Channel:
+        self._purge()
+        ch = self._channels.get(channel)
+        if ch is None:
+            ch = _Channel(deque(maxlen=self._max_events))
+            self._channels[channel] = ch
+        return ch
+
+    def _schedule_expiry(self, channel: str) -> None:
+        self._expiry[channel] = self._clock() + self._ttl
+        self._expiry.move_to_end(channel)
+
+    def _purge(self) -> None:
+        """Forget ended channels past their ttl; deadlines are in order since ttl is fixed."""
+        now = self._clock()
+        watched: list[str] = []
+        while self._expiry:
+            channel, deadline = next(iter(self._expiry.items()))
+            if deadline > now:
+                break
+            del self._expiry[channel]
+            ch = self._channels.get(channel)
+            if ch is not None and ch.listeners > 0:
+                watched.append(channel)
+            else:
+                self._channels.pop(channel, None)
+        for channel in watched:
+            self._schedule_expiry(channel)

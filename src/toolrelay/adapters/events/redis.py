@@ -1,0 +1,268 @@
+"""Redis event bus: the same logs and control channel shared by many server workers.
+
+Owns the Redis layout, all under a configurable prefix (default "toolrelay:"):
+
+- `<prefix>log:<channel>` — a Stream; event entries have ids "<seq>-0" and a
+  field `e` holding orjson `{"type", "data"}`; the end-of-turn marker is an
+  entry "<seq>-<n>" (n ≥ 1, after the turn's last event) with a field `end`.
+  `MAXLEN ~ max_events` caps it.
+- `<prefix>seq:<channel>` — the INCR counter the seqs come from.
+- `<prefix>turn:<channel>` — "running" or "ended".
+- `PUBLISH`/`SUBSCRIBE` on `<prefix>control:<channel>` for control messages.
+
+INCR and XADD run in one Lua script, so concurrent publishers (in any worker)
+never add seqs out of order. `end` sets a ttl on the three keys; `begin` and
+publishing into a running turn remove it. Live reads use `XREAD BLOCK` with a
+short timeout so `aclose` can stop subscribers without cancelling reads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncGenerator
+from typing import Any, Final
+
+import orjson
+import redis.asyncio as aioredis
+from redis.asyncio.client import PubSub
+
+from toolrelay.adapters.events import Envelope
+from toolrelay.core.events import Event
+
+__all__ = ["RedisBus"]
+
+_EVENT_FIELD: Final = b"e"
+
+_PUBLISH: Final = """
+local seq = redis.call('INCR', KEYS[1])
+redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[2], seq .. '-0', 'e', ARGV[1])
+if redis.call('GET', KEYS[3]) == 'ended' then
+  for i = 1, 3 do redis.call('PEXPIRE', KEYS[i], ARGV[3]) end
+end
+return seq
+"""
+
+_BEGIN: Final = """
+redis.call('SET', KEYS[3], 'running')
+redis.call('PERSIST', KEYS[1])
+redis.call('PERSIST', KEYS[2])
+return tonumber(redis.call('GET', KEYS[1]) or '0')
+"""
+
+# The marker goes right after the last event: "<seq>-<n>", n one past any earlier marker.
+_END: Final = """
+local seq = tonumber(redis.call('GET', KEYS[1]) or '0')
+local n = 1
+local last = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', 1)
+if #last > 0 then
+  local ms, sub = string.match(last[1][1], '^(%d+)-(%d+)$')
+  if tonumber(ms) == seq then n = tonumber(sub) + 1 end
+end
+redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[1], seq .. '-' .. n, 'end', '1')
+redis.call('SET', KEYS[3], 'ended')
+for i = 1, 3 do redis.call('PEXPIRE', KEYS[i], ARGV[2]) end
+return seq
+"""
+
+
+class RedisBus:
+    """Event logs in Redis Streams and control messages over Redis pub/sub."""
+
+    def __init__(
+        self,
+        client: aioredis.Redis,
+        *,
+        prefix: str = "toolrelay:",
+        max_events: int = 10_000,
+        ttl: float = 3600,
+        poll_interval: float = 0.5,
+        batch: int = 500,
+    ) -> None:
+        self._client = client
+        self._prefix = prefix
+        self._max_events = str(max_events)
+        self._ttl_ms = str(max(1, int(ttl * 1000)))
+        self._block_ms = max(1, int(poll_interval * 1000))
+        self._poll_interval = poll_interval
+        self._batch = batch
+        self._publish = client.register_script(_PUBLISH)
+        self._begin = client.register_script(_BEGIN)
+        self._end = client.register_script(_END)
+        self._active = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._cleanups: set[asyncio.Future[None]] = set()
+        self._closed = False
+
+    @classmethod
+    def from_url(
+        cls,
+        url: str = "redis://127.0.0.1:6379/0",
+        *,
+        prefix: str = "toolrelay:",
+        max_events: int = 10_000,
+        ttl: float = 3600,
+        poll_interval: float = 0.5,
+    ) -> RedisBus:
+        """A bus whose connections open on first use (for sync setup code)."""
+        client = aioredis.Redis.from_url(url)
+        return cls(
+            client, prefix=prefix, max_events=max_events, ttl=ttl, poll_interval=poll_interval
+        )
+
+    @classmethod
+    async def connect(
+        cls,
+        url: str = "redis://127.0.0.1:6379/0",
+        *,
+        prefix: str = "toolrelay:",
+        max_events: int = 10_000,
+        ttl: float = 3600,
+        poll_interval: float = 0.5,
+    ) -> RedisBus:
+        """A bus whose server answered a PING, so a wrong url fails at startup."""
+        bus = cls.from_url(
+            url, prefix=prefix, max_events=max_events, ttl=ttl, poll_interval=poll_interval
+        )
+        try:
+            await bus._client.ping()
+        except BaseException:
+            await bus._client.aclose()
+            raise
+        return bus
+
+    # -- log ---------------------------------------------------------------
+
+    async def publish(self, channel: str, event: Event) -> int:
+        payload = orjson.dumps(event.to_dict())
+        seq = await self._publish(
+            keys=self._keys(channel), args=[payload, self._max_events, self._ttl_ms]
+        )
+        return int(seq)
+
+    async def begin(self, channel: str) -> int:
+        start = int(await self._begin(keys=self._keys(channel)))
+        await self._client.set(self._start_key(channel), start, px=int(self._ttl_ms) * 24)
+        return start
+
+    async def turn_start(self, channel: str) -> int:
+        value = await self._client.get(self._start_key(channel))
+        return int(value) if value is not None else 0
+
+    def _start_key(self, channel: str) -> str:
+        return f"{self._prefix}start:{channel}"
+
+    async def end(self, channel: str) -> None:
+        await self._end(keys=self._keys(channel), args=[self._max_events, self._ttl_ms])
+
+    async def last_seq(self, channel: str) -> int:
+        value = await self._client.get(self._keys(channel)[0])
+        return int(value) if value is not None else 0
+
+    async def turn_running(self, channel: str) -> bool:
+        return bool(await self._client.get(self._keys(channel)[2]) == b"running")
+
+    async def subscribe(
+        self, channel: str, *, after: int = 0, until_end: bool = True
+    ) -> AsyncGenerator[Envelope, None]:
+        """XREAD from "<after>-0" on; checks for the end only once caught up."""
+        seq_key, log_key, turn_key = self._keys(channel)
+        cursor = after
+        last_id: bytes | str = f"{after}-0"
+        caught_up = True
+        self._enter()
+        try:
+            while not self._closed:
+                if caught_up and until_end and await self._ended(seq_key, turn_key, cursor):
+                    return
+                reply = await self._client.xread(
+                    {log_key: last_id}, count=self._batch, block=self._block_ms
+                )
+                entries = reply[0][1] if reply else []
+                caught_up = len(entries) < self._batch
+                for entry_id, fields in entries:
+                    last_id = entry_id
+                    envelope = _decode(entry_id, fields)
+                    if envelope is not None and envelope.seq > cursor:
+                        yield envelope
+                        cursor = envelope.seq
+        finally:
+            self._leave()
+
+    async def _ended(self, seq_key: str, turn_key: str, cursor: int) -> bool:
+        """One MGET, so the counter and the turn state are read at the same instant."""
+        seq, state = await self._client.mget(seq_key, turn_key)
+        return state == b"ended" and cursor >= int(seq or 0)
+
+    # -- control -----------------------------------------------------------
+
+    async def send_control(self, channel: str, message: dict[str, Any]) -> None:
+        await self._client.publish(self._control_key(channel), orjson.dumps(message))
+
+    async def control(self, channel: str) -> AsyncGenerator[dict[str, Any], None]:
+        """Listens from the first `__anext__`; polls so that `aclose` can end it."""
+        if self._closed:
+            return
+        self._enter()
+        pubsub = self._client.pubsub(ignore_subscribe_messages=True)
+        try:
+            await pubsub.subscribe(self._control_key(channel))
+            while not self._closed:
+                message = await pubsub.get_message(timeout=self._poll_interval)
+                if message is not None and message["type"] == "message":
+                    yield orjson.loads(message["data"])
+        finally:
+            self._leave()
+            await self._unsubscribe(pubsub)
+
+    async def _unsubscribe(self, pubsub: PubSub) -> None:
+        """Release the pub/sub connection even when the listener is being cancelled.
+
+        The usual way to stop a listener is to cancel its task; the cleanup then runs
+        in a task of its own that `aclose` waits for, so no connection stays subscribed.
+        """
+        cleanup = asyncio.ensure_future(pubsub.aclose())  # type: ignore[no-untyped-call]
+        self._cleanups.add(cleanup)
+        cleanup.add_done_callback(self._cleanups.discard)
+        await asyncio.shield(cleanup)
+
+    async def aclose(self) -> None:
+        """Let live readers notice (one poll interval), then close the connection pool."""
+        if self._closed:
+            return
+        self._closed = True
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self._poll_interval * 2 + 0.5):
+                await self._idle.wait()
+        if self._cleanups:
+            await asyncio.gather(*self._cleanups, return_exceptions=True)
+        await self._client.aclose()
+
+    # -- helpers -----------------------------------------------------------
+
+    def _keys(self, channel: str) -> list[str]:
+        p = self._prefix
+        return [f"{p}seq:{channel}", f"{p}log:{channel}", f"{p}turn:{channel}"]
+
+    def _control_key(self, channel: str) -> str:
+        return f"{self._prefix}control:{channel}"
+
+    def _enter(self) -> None:
+        self._active += 1
+        self._idle.clear()
+
+    def _leave(self) -> None:
+        self._active -= 1
+        if self._active == 0:
+            self._idle.set()
+
+
+def _decode(entry_id: bytes, fields: dict[bytes, bytes]) -> Envelope | None:
+    """An event entry as an Envelope; markers (no `e` field) give None."""
+    payload = fields.get(_EVENT_FIELD)
+    if payload is None:
+        return None
+    body = orjson.loads(payload)
+    seq = int(entry_id.split(b"-", 1)[0])
+    return Envelope(seq, Event(body["type"], body.get("data") or {}))

@@ -1,0 +1,83 @@
+"""Fixtures running the same bus tests on `MemoryBus` and `RedisBus`.
+
+Redis is expected at 127.0.0.1:6379. Each test gets a random key prefix and its
+keys are deleted afterwards. When Redis is not reachable the Redis cases fail,
+they never skip.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import pytest
+import redis.asyncio as aioredis
+from redis.exceptions import RedisError
+
+from toolrelay.adapters.events import EventBus
+from toolrelay.adapters.events.memory import MemoryBus
+from toolrelay.adapters.events.redis import RedisBus
+
+REDIS_URL = "redis://127.0.0.1:6379/0"
+REDIS_UNREACHABLE = (
+    "Redis not reachable at 127.0.0.1:6379 — start it (the test command does, "
+    "or run `redis-server --daemonize yes`)"
+)
+
+BusFactory = Callable[..., Awaitable[EventBus]]
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+async def connect_redis(prefix: str, **options: Any) -> RedisBus:
+    """A RedisBus on the test server, failing the test (never skipping) when it is down."""
+    try:
+        return await RedisBus.connect(REDIS_URL, prefix=prefix, **options)
+    except (OSError, RedisError) as exc:
+        pytest.fail(f"{REDIS_UNREACHABLE} ({type(exc).__name__}: {exc})", pytrace=False)
+
+
+async def delete_keys(prefix: str) -> None:
+    client = aioredis.Redis.from_url(REDIS_URL)
+    try:
+        keys = [key async for key in client.scan_iter(match=f"{prefix}*")]
+        if keys:
+            await client.delete(*keys)
+    finally:
+        await client.aclose()
+
+
+@pytest.fixture
+def redis_prefix() -> str:
+    return f"toolrelay-test:{secrets.token_hex(6)}:"
+
+
+@pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.redis)])
+async def make_bus(request: pytest.FixtureRequest, redis_prefix: str) -> AsyncIterator[BusFactory]:
+    """Makes buses of one backend; Redis ones share the test's prefix, like workers do."""
+    backend: str = request.param
+    buses: list[EventBus] = []
+
+    async def make(**options: Any) -> EventBus:
+        bus: EventBus
+        if backend == "memory":
+            bus = MemoryBus(**options)
+        else:
+            bus = await connect_redis(redis_prefix, **options)
+        buses.append(bus)
+        return bus
+
+    yield make
+    for bus in buses:
+        await bus.aclose()
+    if backend == "redis" and buses:
+        await delete_keys(redis_prefix)
+
+
+@pytest.fixture
+async def bus(make_bus: BusFactory) -> EventBus:
+    return await make_bus()

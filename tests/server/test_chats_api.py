@@ -1,0 +1,176 @@
+"""The chat API end to end: background turns, resumable SSE, cancel, client tools, isolation."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import httpx
+import orjson
+
+from tests.server.conftest import Running
+from toolrelay.core.framing import SSEDecoder
+from toolrelay.testing.fake_server import SSEReply
+from toolrelay.testing.wire import ToolCallSpec, chat_chunks
+
+CHAT = "/v1/chat/completions"
+
+
+def read_events(client: httpx.Client, chat_id: str, *, last: int | None = None, limit: int | None = None) -> list[tuple[int, dict[str, Any]]]:
+    """(seq, {type, data}) until the stream ends, or `limit` events then disconnect."""
+    headers = {"Last-Event-ID": str(last)} if last is not None else {}
+    out: list[tuple[int, dict[str, Any]]] = []
+    decoder = SSEDecoder()
+    with client.stream("GET", f"/api/chats/{chat_id}/events", headers=headers) as response:
+        assert response.status_code == 200
+        for chunk in response.iter_bytes():
+            for frame in decoder.feed(chunk):
+                out.append((int(frame.id or 0), orjson.loads(frame.data)))
+                if limit is not None and len(out) >= limit:
+                    return out
+    return out
+
+
+def new_chat(client: httpx.Client, **body: Any) -> str:
+    response = client.post("/api/chats", json=body)
+    assert response.status_code == 201, response.text
+    return str(response.json()["id"])
+
+
+def wait_saved(client: httpx.Client, chat_id: str, status: str = "completed") -> dict[str, Any]:
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        messages = client.get(f"/api/chats/{chat_id}").json()["messages"]
+        if messages and messages[-1]["role"] == "assistant" and messages[-1]["status"] == status:
+            return dict(messages[-1])
+        time.sleep(0.05)
+    raise AssertionError(f"turn never reached {status}: {messages}")
+
+
+def test_turn_runs_in_background_and_is_saved(running: Running) -> None:
+    running.upstream.route(CHAT, SSEReply(chat_chunks(tool_calls=[ToolCallSpec("add", {"a": 1, "b": 2})])), SSEReply(chat_chunks(text=["Three", "."])))
+    with running.client() as client:
+        chat_id = new_chat(client, title="sums", model="fake")
+        posted = client.post(f"/api/chats/{chat_id}/messages", json={"content": "1+2?"})
+        assert posted.status_code == 202
+        ids = posted.json()
+        events = read_events(client, chat_id)
+        assert events[0][1]["type"] == "chat:snapshot"
+        assert events[-1][1]["type"] == "chat:completion" and events[-1][1]["data"]["done"] is True
+        seqs = [s for s, _ in events[1:]]
+        assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
+        saved = wait_saved(client, chat_id)
+        assert saved["id"] == ids["message_id"]
+        assert saved["content"] == "Three."
+        assert [i["type"] for i in saved["output"]] == ["function_call", "function_call_output", "message"]
+        # the next turn sees the whole history, tool calls included
+        running.upstream.route(CHAT, SSEReply(chat_chunks(text="Six.")))
+        client.post(f"/api/chats/{chat_id}/messages", json={"content": "and 3+3?"})
+        wait_saved(client, chat_id)
+        sent = running.upstream.requests[-1].json["messages"]
+        assert [m["role"] for m in sent] == ["user", "assistant", "tool", "assistant", "user"]
+
+
+def test_resume_with_last_event_id_has_no_gap_and_no_duplicate(running: Running) -> None:
+    text = [f"w{i} " for i in range(40)]
+    running.upstream.route(CHAT, SSEReply(chat_chunks(text=text), delay=0.01))
+    with running.client() as client:
+        chat_id = new_chat(client, model="fake")
+        client.post(f"/api/chats/{chat_id}/messages", json={"content": "talk"})
+        first = read_events(client, chat_id, limit=5)  # disconnect mid-turn
+        rest = read_events(client, chat_id, last=first[-1][0])
+        full = read_events(client, chat_id, last=first[0][0])
+    got = [s for s, _ in first[1:]] + [s for s, _ in rest]
+    assert got == [s for s, _ in full]
+    assert got == list(range(got[0], got[0] + len(got)))
+    deltas = "".join(e["data"].get("delta", "") for _, e in first[1:] + rest if e["type"] == "response.output_text.delta")
+    assert deltas == "".join(text)
+
+
+def test_cancel_through_the_api_saves_partial(running: Running) -> None:
+    running.upstream.route(CHAT, SSEReply(chat_chunks(text=["partial ", "words ", "never ", "end"]), stall_after=3, stall_for=30))
+    with running.client() as client:
+        chat_id = new_chat(client, model="fake")
+        client.post(f"/api/chats/{chat_id}/messages", json={"content": "go"})
+        seen = read_events(client, chat_id, limit=3)
+        assert any(e["type"] == "response.output_text.delta" for _, e in seen)
+        busy = client.post(f"/api/chats/{chat_id}/messages", json={"content": "again"})
+        assert busy.status_code == 409 and busy.json()["error"]["code"] == "turn_running"
+        assert client.post(f"/api/chats/{chat_id}/cancel").json() == {"cancelled": True}
+        saved = wait_saved(client, chat_id, status="cancelled")
+        assert saved["content"].startswith("partial")
+        types = [e["type"] for _, e in read_events(client, chat_id, last=seen[0][0])]
+        assert "chat:tasks:cancel" in types and types[-1] == "chat:completion"
+
+
+def test_client_tool_results_through_the_api(running: Running) -> None:
+    running.upstream.route(CHAT, SSEReply(chat_chunks(tool_calls=[ToolCallSpec("get_location", {}, id="call_g")])), SSEReply(chat_chunks(text="Paris it is.")))
+    tools = [{"type": "function", "function": {"name": "get_location", "parameters": {"type": "object", "properties": {}}}}]
+    with running.client() as client:
+        chat_id = new_chat(client, model="fake")
+        client.post(f"/api/chats/{chat_id}/messages", json={"content": "where?", "tools": tools})
+        seen: list[tuple[int, dict[str, Any]]] = []
+        decoder = SSEDecoder()
+        with client.stream("GET", f"/api/chats/{chat_id}/events") as response:
+            for chunk in response.iter_bytes():
+                for frame in decoder.feed(chunk):
+                    event = orjson.loads(frame.data)
+                    seen.append((int(frame.id or 0), event))
+                    if event["type"] == "execute:tool":
+                        assert event["data"]["name"] == "get_location"
+                        answer = client.post(f"/api/chats/{chat_id}/tool-results", json={"id": event["data"]["id"], "result": "Paris"})
+                        assert answer.status_code == 202
+        saved = wait_saved(client, chat_id)
+        assert saved["content"] == "Paris it is."
+        assert saved["output"][1]["output"] == "Paris"
+
+
+def test_users_see_only_their_chats(running: Running) -> None:
+    with running.client() as admin:
+        mine = new_chat(admin, title="secret")
+        key = admin.post("/api/admin/keys", json={"name": "bob", "user": "bob"}).json()["key"]
+    with running.client(key) as bob:
+        assert bob.get(f"/api/chats/{mine}").status_code == 404
+        assert bob.delete(f"/api/chats/{mine}").status_code == 404
+        assert bob.post(f"/api/chats/{mine}/messages", json={"content": "x"}).status_code == 404
+        assert bob.get(f"/api/chats/{mine}/events").status_code == 404
+        assert bob.get("/api/chats").json()["total"] == 0
+        assert bob.get("/api/admin/keys").status_code == 403
+        own = new_chat(bob)
+        assert bob.get("/api/chats").json()["data"][0]["id"] == own
+    with running.client() as admin:
+        assert admin.get(f"/api/chats/{mine}").json()["title"] == "secret"
+
+
+def test_paging_delete_and_revoke(running: Running) -> None:
+    with running.client() as client:
+        ids = [new_chat(client, title=f"c{i}") for i in range(5)]
+        page = client.get("/api/chats", params={"limit": 2, "offset": 1}).json()
+        assert page["total"] == 5 and [c["id"] for c in page["data"]] == [ids[3], ids[2]]
+        assert client.delete(f"/api/chats/{ids[0]}").status_code == 204
+        assert client.get(f"/api/chats/{ids[0]}").status_code == 404
+        assert client.get("/api/chats", params={"limit": 0}).status_code == 400
+        created = client.post("/api/admin/keys", json={"name": "temp"}).json()
+    with running.client(created["key"]) as temp:
+        assert temp.get("/api/chats").status_code == 200
+    with running.client() as client:
+        assert client.delete(f"/api/admin/keys/{created['id']}").status_code == 204
+    with running.client(created["key"]) as temp:
+        assert temp.get("/api/chats").status_code == 401
+
+
+def test_chat_api_errors(running: Running) -> None:
+    with running.client() as client:
+        assert client.get("/api/chats/nope").json()["error"]["code"] == "chat_not_found"
+        chat_id = new_chat(client)
+        bad = client.get(f"/api/chats/{chat_id}/events", headers={"Last-Event-ID": "abc"})
+        assert bad.status_code == 400
+        assert client.post(f"/api/chats/{chat_id}/messages", json={"content": "x", "model": "nope"}).status_code == 404
+        assert client.post(f"/api/chats/{chat_id}/messages", json={"text": "x"}).status_code == 400
+        assert client.post(f"/api/chats/{chat_id}/tool-results", json={"id": "x", "result": 1}).status_code == 409
+        assert client.post("/api/chats", json={"model": "nope"}).status_code == 404
+
+
+def test_root_page_lists_models(running: Running) -> None:
+    page = httpx.get(running.base_url + "/")
+    assert page.status_code == 200 and "fake-responses" in page.text
