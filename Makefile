@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench setup
+.PHONY: run test lint bench setup services
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -22,8 +22,11 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check src tests benchmarks
 	$(BIN)/mypy
 
-test: $(STAMP) lint
-	$(BIN)/pytest -q
+services:
+	bash scripts/services.sh
+
+test: $(STAMP) lint services
+	$(BIN)/pytest -q -n 2 -p no:cacheprovider
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks

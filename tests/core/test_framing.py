@@ -81,7 +81,7 @@ def test_invalid_utf8_is_replaced_not_raised() -> None:
 
 
 BODY = (
-    b"\xef\xbb\xbf: c\r\nevent: e\r\ndata: {\"a\": \"\xc3\xa9\"}\r\n\r\n"
+    b'\xef\xbb\xbf: c\r\nevent: e\r\ndata: {"a": "\xc3\xa9"}\r\n\r\n'
     b"data: x\rdata: y\r\rid: 3\ndata: z\n\ndata: [DONE]\n\n"
 )
 

@@ -22,7 +22,11 @@ from hypothesis import strategies as st
 from toolrelay.core.body import BodyReader, detect_format
 
 STREAMS = Path(__file__).parent.parent / "fixtures" / "streams"
-BODIES = sorted(p for p in STREAMS.rglob("*") if p.suffix in (".sse", ".ndjson", ".json") and not p.name.endswith(".expected.json"))
+BODIES = sorted(
+    p
+    for p in STREAMS.rglob("*")
+    if p.suffix in (".sse", ".ndjson", ".json") and not p.name.endswith(".expected.json")
+)
 MINTED = re.compile(r"^(msg|rs|fc|fco|ci|call)_[0-9a-f]{24}$")
 
 
@@ -93,7 +97,34 @@ def test_garbage_never_raises(body: bytes, fmt: str) -> None:
     st.lists(
         st.recursive(
             st.none() | st.booleans() | st.integers(-(2**40), 2**40) | st.text(max_size=8),
-            lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(["choices", "delta", "content", "tool_calls", "index", "id", "function", "arguments", "name", "type", "usage", "error", "reasoning_content", "finish_reason", "output_index", "item", "delta"]), inner, max_size=4),
+            lambda inner: (
+                st.lists(inner, max_size=3)
+                | st.dictionaries(
+                    st.sampled_from(
+                        [
+                            "choices",
+                            "delta",
+                            "content",
+                            "tool_calls",
+                            "index",
+                            "id",
+                            "function",
+                            "arguments",
+                            "name",
+                            "type",
+                            "usage",
+                            "error",
+                            "reasoning_content",
+                            "finish_reason",
+                            "output_index",
+                            "item",
+                            "delta",
+                        ]
+                    ),
+                    inner,
+                    max_size=4,
+                )
+            ),
             max_leaves=12,
         ),
         max_size=6,

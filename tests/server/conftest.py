@@ -27,12 +27,16 @@ class Running:
     settings: Settings
 
     def client(self, key: str = ADMIN_KEY) -> httpx.Client:
-        return httpx.Client(base_url=self.base_url, headers={"Authorization": f"Bearer {key}"}, timeout=10)
+        return httpx.Client(
+            base_url=self.base_url, headers={"Authorization": f"Bearer {key}"}, timeout=10
+        )
 
 
 class ServerThread:
     def __init__(self, settings: Settings) -> None:
-        config = uvicorn.Config(create_app(settings), host="127.0.0.1", port=0, log_level="warning", lifespan="on")
+        config = uvicorn.Config(
+            create_app(settings), host="127.0.0.1", port=0, log_level="warning", lifespan="on"
+        )
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
@@ -54,8 +58,15 @@ class ServerThread:
 def make_settings(tmp_path: Path, upstream: FakeModelServer, **extra: object) -> Settings:
     routes = [
         ModelRoute(name="fake", kind="openai-chat", base_url=upstream.base_url, model="fake-model"),
-        ModelRoute(name="fake-responses", kind="openai-responses", base_url=upstream.base_url, model="fake-model"),
-        ModelRoute(name="fake-ollama", kind="ollama", base_url=upstream.base_url, model="fake-model"),
+        ModelRoute(
+            name="fake-responses",
+            kind="openai-responses",
+            base_url=upstream.base_url,
+            model="fake-model",
+        ),
+        ModelRoute(
+            name="fake-ollama", kind="ollama", base_url=upstream.base_url, model="fake-model"
+        ),
     ]
     options: dict[str, object] = {
         "data_dir": tmp_path / "data",

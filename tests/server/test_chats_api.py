@@ -16,7 +16,9 @@ from toolrelay.testing.wire import ToolCallSpec, chat_chunks
 CHAT = "/v1/chat/completions"
 
 
-def read_events(client: httpx.Client, chat_id: str, *, last: int | None = None, limit: int | None = None) -> list[tuple[int, dict[str, Any]]]:
+def read_events(
+    client: httpx.Client, chat_id: str, *, last: int | None = None, limit: int | None = None
+) -> list[tuple[int, dict[str, Any]]]:
     """(seq, {type, data}) until the stream ends, or `limit` events then disconnect."""
     headers = {"Last-Event-ID": str(last)} if last is not None else {}
     out: list[tuple[int, dict[str, Any]]] = []
@@ -48,7 +50,11 @@ def wait_saved(client: httpx.Client, chat_id: str, status: str = "completed") ->
 
 
 def test_turn_runs_in_background_and_is_saved(running: Running) -> None:
-    running.upstream.route(CHAT, SSEReply(chat_chunks(tool_calls=[ToolCallSpec("add", {"a": 1, "b": 2})])), SSEReply(chat_chunks(text=["Three", "."])))
+    running.upstream.route(
+        CHAT,
+        SSEReply(chat_chunks(tool_calls=[ToolCallSpec("add", {"a": 1, "b": 2})])),
+        SSEReply(chat_chunks(text=["Three", "."])),
+    )
     with running.client() as client:
         chat_id = new_chat(client, title="sums", model="fake")
         posted = client.post(f"/api/chats/{chat_id}/messages", json={"content": "1+2?"})
@@ -62,7 +68,11 @@ def test_turn_runs_in_background_and_is_saved(running: Running) -> None:
         saved = wait_saved(client, chat_id)
         assert saved["id"] == ids["message_id"]
         assert saved["content"] == "Three."
-        assert [i["type"] for i in saved["output"]] == ["function_call", "function_call_output", "message"]
+        assert [i["type"] for i in saved["output"]] == [
+            "function_call",
+            "function_call_output",
+            "message",
+        ]
         # the next turn sees the whole history, tool calls included
         running.upstream.route(CHAT, SSEReply(chat_chunks(text="Six.")))
         client.post(f"/api/chats/{chat_id}/messages", json={"content": "and 3+3?"})
@@ -83,12 +93,21 @@ def test_resume_with_last_event_id_has_no_gap_and_no_duplicate(running: Running)
     got = [s for s, _ in first[1:]] + [s for s, _ in rest]
     assert got == [s for s, _ in full]
     assert got == list(range(got[0], got[0] + len(got)))
-    deltas = "".join(e["data"].get("delta", "") for _, e in first[1:] + rest if e["type"] == "response.output_text.delta")
+    deltas = "".join(
+        e["data"].get("delta", "")
+        for _, e in first[1:] + rest
+        if e["type"] == "response.output_text.delta"
+    )
     assert deltas == "".join(text)
 
 
 def test_cancel_through_the_api_saves_partial(running: Running) -> None:
-    running.upstream.route(CHAT, SSEReply(chat_chunks(text=["partial ", "words ", "never ", "end"]), stall_after=3, stall_for=30))
+    running.upstream.route(
+        CHAT,
+        SSEReply(
+            chat_chunks(text=["partial ", "words ", "never ", "end"]), stall_after=3, stall_for=30
+        ),
+    )
     with running.client() as client:
         chat_id = new_chat(client, model="fake")
         client.post(f"/api/chats/{chat_id}/messages", json={"content": "go"})
@@ -104,8 +123,20 @@ def test_cancel_through_the_api_saves_partial(running: Running) -> None:
 
 
 def test_client_tool_results_through_the_api(running: Running) -> None:
-    running.upstream.route(CHAT, SSEReply(chat_chunks(tool_calls=[ToolCallSpec("get_location", {}, id="call_g")])), SSEReply(chat_chunks(text="Paris it is.")))
-    tools = [{"type": "function", "function": {"name": "get_location", "parameters": {"type": "object", "properties": {}}}}]
+    running.upstream.route(
+        CHAT,
+        SSEReply(chat_chunks(tool_calls=[ToolCallSpec("get_location", {}, id="call_g")])),
+        SSEReply(chat_chunks(text="Paris it is.")),
+    )
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": "get_location",
+                "parameters": {"type": "object", "properties": {}},
+            },
+        }
+    ]
     with running.client() as client:
         chat_id = new_chat(client, model="fake")
         client.post(f"/api/chats/{chat_id}/messages", json={"content": "where?", "tools": tools})
@@ -118,7 +149,10 @@ def test_client_tool_results_through_the_api(running: Running) -> None:
                     seen.append((int(frame.id or 0), event))
                     if event["type"] == "execute:tool":
                         assert event["data"]["name"] == "get_location"
-                        answer = client.post(f"/api/chats/{chat_id}/tool-results", json={"id": event["data"]["id"], "result": "Paris"})
+                        answer = client.post(
+                            f"/api/chats/{chat_id}/tool-results",
+                            json={"id": event["data"]["id"], "result": "Paris"},
+                        )
                         assert answer.status_code == 202
         saved = wait_saved(client, chat_id)
         assert saved["content"] == "Paris it is."
@@ -165,9 +199,19 @@ def test_chat_api_errors(running: Running) -> None:
         chat_id = new_chat(client)
         bad = client.get(f"/api/chats/{chat_id}/events", headers={"Last-Event-ID": "abc"})
         assert bad.status_code == 400
-        assert client.post(f"/api/chats/{chat_id}/messages", json={"content": "x", "model": "nope"}).status_code == 404
+        assert (
+            client.post(
+                f"/api/chats/{chat_id}/messages", json={"content": "x", "model": "nope"}
+            ).status_code
+            == 404
+        )
         assert client.post(f"/api/chats/{chat_id}/messages", json={"text": "x"}).status_code == 400
-        assert client.post(f"/api/chats/{chat_id}/tool-results", json={"id": "x", "result": 1}).status_code == 409
+        assert (
+            client.post(
+                f"/api/chats/{chat_id}/tool-results", json={"id": "x", "result": 1}
+            ).status_code
+            == 409
+        )
         assert client.post("/api/chats", json={"model": "nope"}).status_code == 404
 
 

@@ -103,16 +103,68 @@ class Accumulator:
             out.extend(self.feed(delta))
         return out
 
+    def feed_into(self, delta: Delta, out: list[Event]) -> None:
+        """`out += feed(delta)`, with the commonest case — more text for the open
+        item — done inline: this runs once per chunk of every response."""
+        item = self._open
+        cls = delta.__class__
+        if cls is ToolCallDelta and delta.name is None and delta.arguments:  # type: ignore[union-attr]
+            call = self._slots.get(delta.slot)  # type: ignore[union-attr]
+            if call is not None and call.item is not None:
+                call.args.append(delta.arguments)  # type: ignore[union-attr]
+                data = {
+                    "item_id": call.item["id"],
+                    "output_index": self._offset + call.index,
+                    "delta": delta.arguments,  # type: ignore[union-attr]
+                }
+                out.append(Event(ev.FUNCTION_CALL_ARGUMENTS_DELTA, data))
+                return
+        elif item is not None:
+            text = delta.text if cls is TextDelta or cls is ReasoningDelta else ""  # type: ignore[union-attr]
+            if text and (
+                (cls is TextDelta and item["type"] == "message" and self._plain_text(text))
+                or (
+                    cls is ReasoningDelta
+                    and item["type"] == "reasoning"
+                    and not delta.details  # type: ignore[union-attr]
+                    and (self._tags is None or not self._tags.reasoning)
+                )
+            ):
+                self._buffer.append(text)
+                data = {
+                    "item_id": item["id"],
+                    "output_index": self._offset + self._open_index,
+                    "content_index": 0,
+                    "delta": text,
+                }
+                out.append(Event(_TEXT_KINDS[item["type"]], data))
+                return
+        out += self._dispatch(delta)
+
+    def _plain_text(self, text: str) -> bool:
+        splitter = self._splitter
+        return splitter is None or (splitter.passes(text) and splitter.inside == "text")
+
     def feed(self, delta: Delta) -> list[Event]:
+        out: list[Event] = []
+        self.feed_into(delta, out)
+        return out
+
+    def _dispatch(self, delta: Delta) -> list[Event]:
+        cls = delta.__class__
+        if cls is ToolCallDelta:
+            return self._tool_call(delta)  # type: ignore[arg-type]
+        if cls is ReasoningDelta:
+            return self._reasoning(delta.text, delta.details)  # type: ignore[union-attr]
+        if cls is TextDelta:  # the hot paths, before the general dispatch
+            splitter = self._splitter
+            if splitter is None:
+                return self._text("message", delta.text)  # type: ignore[union-attr]
+            text = delta.text  # type: ignore[union-attr]
+            if splitter.passes(text):
+                return self._chunk(splitter.inside, text)
+            return self._segments(splitter.feed(text))
         match delta:
-            case TextDelta(text):
-                if self._splitter is None:
-                    return self._text("message", text)
-                return self._segments(self._splitter.feed(text))
-            case ReasoningDelta(text, details):
-                return self._reasoning(text, details)
-            case ToolCallDelta():
-                return self._tool_call(delta)
             case UsageDelta(usage):
                 self.usage = usage
                 return [Event(ev.CHAT_COMPLETION, {"usage": normalise_usage(usage)})]
@@ -131,6 +183,16 @@ class Accumulator:
     def _text(self, kind: str, text: str) -> list[Event]:
         if not text:
             return []
+        item = self._open
+        if item is not None and item["type"] == kind:  # the hot path: more of the same item
+            self._buffer.append(text)
+            data = {
+                "item_id": item["id"],
+                "output_index": self._offset + self._open_index,
+                "content_index": 0,
+                "delta": text,
+            }
+            return [Event(_TEXT_KINDS[kind], data)]
         out: list[Event] = []
         if self._open is None or self._open["type"] != kind:
             if kind == "message" and not self._pending_ws + text.strip():
@@ -204,6 +266,8 @@ class Accumulator:
         return out
 
     def _chunk(self, kind: str, text: str) -> list[Event]:
+        if kind == "text":
+            return self._text("message", text)
         if kind == "reasoning":
             return self._text("reasoning", text)
         if kind == "code_interpreter":

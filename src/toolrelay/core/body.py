@@ -22,7 +22,7 @@ from toolrelay.core.chat_completions import (
 )
 from toolrelay.core.deltas import ErrorDelta
 from toolrelay.core.events import Event
-from toolrelay.core.framing import NDJSONDecoder, SSEDecoder
+from toolrelay.core.framing import NDJSONDecoder, RawFrame, SSEDecoder
 from toolrelay.core.items import Item
 from toolrelay.core.ollama import OllamaDecoder
 from toolrelay.core.responses import response_object_to_output
@@ -98,7 +98,7 @@ class BodyReader:
         if self.stopped:
             return []
         if self._sse is not None:
-            out = self._frames(self._sse.feed(data))
+            out = self._frames(self._sse.feed_raw(data))
             if self._sse.done:
                 self.stopped = True
             return out
@@ -118,7 +118,7 @@ class BodyReader:
         self._at_end = True
         if not self.stopped and not dropped:  # a dropped body's last frame is cut: skip it
             if self._sse is not None:
-                out.extend(self._frames(self._sse.flush()))
+                out.extend(self._frames(self._sse.flush_raw()))
             elif self._ndjson is not None:
                 out.extend(self._lines(self._ndjson.flush()))
             else:
@@ -160,22 +160,31 @@ class BodyReader:
             return "tool_calls" if acc.function_calls() else "stop"
         return None
 
-    def _frames(self, frames: list[Any]) -> list[Event]:
+    def _frames(self, frames: list[RawFrame]) -> list[Event]:
         out: list[Event] = []
-        for frame in frames:
-            if not frame.data.strip():
-                continue
-            obj = self._parse(frame.data)
-            if obj is None:
-                return out + self._malformed(frame.data)
-            if frame.event == "error":
-                out.extend(self.acc.feed(error_from_payload(obj)))
+        feed, feed_into = self.acc.feed, self.acc.feed_into
+        chat_feed, loads = self._chat.feed, orjson.loads
+        for data, event_type, _id, _retry in frames:
+            try:
+                obj = loads(data)
+            except orjson.JSONDecodeError:
+                obj = self._parse(data)  # the slow path: invalid UTF-8, or not JSON
+                if obj is None:
+                    if not data.strip():
+                        continue
+                    return out + self._malformed(data.decode("utf-8", "replace"))
+            if obj.__class__ is not dict:
+                return out + self._malformed(data.decode("utf-8", "replace"))
+            self.frames += 1
+            if event_type == "error":
+                out += feed(error_from_payload(obj))
                 continue
             kind = obj.get("type")
-            if isinstance(kind, str) and (kind.startswith("response.") or kind == "error"):
-                out.extend(self.acc.feed_event(obj))
+            if kind.__class__ is str and (kind.startswith("response.") or kind == "error"):
+                out += self.acc.feed_event(obj)
             else:
-                out.extend(self.acc.feed_many(self._chat.feed(obj)))
+                for delta in chat_feed(obj):
+                    feed_into(delta, out)
         return out
 
     def _lines(self, lines: list[bytes]) -> list[Event]:
@@ -221,7 +230,12 @@ class BodyReader:
         try:
             obj = orjson.loads(data)
         except orjson.JSONDecodeError:
-            return None
+            if data.__class__ is not bytes:
+                return None
+            try:  # WHATWG: invalid UTF-8 is replaced, not fatal
+                obj = orjson.loads(data.decode("utf-8", "replace"))
+            except orjson.JSONDecodeError:
+                return None
         if not isinstance(obj, dict):
             return None
         self.frames += 1

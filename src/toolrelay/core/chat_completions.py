@@ -84,6 +84,9 @@ class ChatCompletionsDecoder:
         """Translate one parsed chunk; anything unreadable yields no deltas."""
         if chunk.__class__ is not dict:
             return []
+        fast = _fast_delta(chunk, self._by_index)
+        if fast is not None:
+            return fast
         out: list[Delta] = []
         finish: str | None = None
         choices = chunk.get("choices")
@@ -114,6 +117,9 @@ class ChatCompletionsDecoder:
             if len(delta) == 1 and content.__class__ is str:
                 if content:  # the hot path: a text-only delta
                     out.append(TextDelta(content))
+            elif len(delta) == 1 and (thought := delta.get("reasoning_content")).__class__ is str:
+                if thought:  # the other hot path: a reasoning-only delta
+                    out.append(ReasoningDelta(thought))
             else:
                 self._delta(delta, content, out)
         reason = choice.get("finish_reason")
@@ -196,6 +202,49 @@ class ChatCompletionsDecoder:
         if provider_id is not None:
             self._by_id[provider_id] = number
         return number
+
+
+def _fast_delta(chunk: dict[str, Any], by_index: dict[int, int]) -> list[Delta] | None:
+    """The common chunk — one choice, a one-key text or reasoning delta, nothing else
+    to report — translated directly; None sends the chunk down the full path.
+
+    Written with subscripts inside one `try` because it runs once per chunk:
+    any shape it does not expect raises, and the full path takes over.
+    """
+    try:
+        (choice,) = chunk["choices"]
+        delta = choice["delta"]
+        if choice["finish_reason"] is not None or len(delta) != 1 or choice["index"]:
+            return None
+        if chunk.get("usage") or "error" in chunk or "x_groq" in chunk or "timings" in chunk:
+            return None
+        if "content" in delta:
+            text = delta["content"]
+            kind: type[TextDelta] | type[ReasoningDelta] = TextDelta
+        elif "tool_calls" in delta:
+            return _fast_arguments(delta["tool_calls"], by_index)
+        else:
+            text = delta["reasoning_content"]
+            kind = ReasoningDelta
+    except (KeyError, TypeError, ValueError, IndexError):
+        return None
+    if text.__class__ is not str:
+        return None
+    return [kind(text)] if text else []
+
+
+def _fast_arguments(calls: Any, by_index: dict[int, int]) -> list[Delta] | None:
+    """More arguments for a call already open at its index (no id, no name): the
+    commonest tool-call fragment. Raises or returns None for anything else."""
+    (call,) = calls
+    if len(call) != 2:  # exactly "index" and "function"
+        return None
+    function = call["function"]
+    arguments = function["arguments"]
+    slot = by_index.get(call["index"])
+    if slot is None or len(function) != 1 or arguments.__class__ is not str:
+        return None
+    return [ToolCallDelta(slot, None, None, arguments)] if arguments else []
 
 
 def completion_to_deltas(body: dict[str, Any]) -> list[Delta]:

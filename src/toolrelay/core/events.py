@@ -34,9 +34,13 @@ DELTA_EVENTS: Final = frozenset(
 )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Event:
-    """One event: its `type` (a name above) and JSON-ready `data`."""
+    """One event: its `type` (a name above) and JSON-ready `data`.
+
+    Not frozen (one is built per chunk; frozen doubles that cost): treat it,
+    and its `data`, as immutable once emitted — several sinks may share it.
+    """
 
     type: str
     data: dict[str, Any] = field(default_factory=dict)

@@ -32,8 +32,18 @@ class SSEFrame:
     retry: int | None = None
 
 
+RawFrame = tuple[bytes, str | None, str | None, int | None]
+"""A dispatched event before decoding: data bytes, `event:` type, last event id, retry."""
+
+
 class SSEDecoder:
-    """Feed bytes, get `SSEFrame`s; `done` turns true at `data: [DONE]`."""
+    """Feed bytes, get `SSEFrame`s; `done` turns true at `data: [DONE]`.
+
+    The common event (one `data: ` line) takes a fast path: the buffer is
+    cut at blank lines and such a block becomes a frame without a per-line
+    loop. Anything else goes through the full field parser, block by block,
+    so no parser state ever spans two `feed()` calls — only unparsed bytes do.
+    """
 
     __slots__ = ("_buf", "_data", "_event", "_retry", "_started", "done", "last_event_id")
 
@@ -47,6 +57,14 @@ class SSEDecoder:
         self.last_event_id: str | None = None
 
     def feed(self, chunk: bytes) -> list[SSEFrame]:
+        return [_decoded(raw) for raw in self.feed_raw(chunk)]
+
+    def flush(self) -> list[SSEFrame]:
+        """End of body: the last line and any pending event are dispatched."""
+        return [_decoded(raw) for raw in self.flush_raw()]
+
+    def feed_raw(self, chunk: bytes) -> list[RawFrame]:
+        """Like `feed`, without decoding: orjson reads the bytes directly."""
         if self.done or not chunk:
             return []
         buf = self._buf + chunk if self._buf else chunk
@@ -62,54 +80,58 @@ class SSEDecoder:
             if buf.endswith(b"\r"):  # may be the first half of a CRLF
                 buf, held = buf[:-1], b"\r"
             buf = buf.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-            lines = buf.split(b"\n")
-            self._buf = lines.pop() + held
+            blocks = buf.split(b"\n\n")
+            self._buf = blocks.pop() + held
         else:
-            lines = buf.split(b"\n")
-            self._buf = lines.pop()
-        return self._lines(lines) if lines else []
+            blocks = buf.split(b"\n\n")
+            self._buf = blocks.pop()
+        return self._blocks(blocks) if blocks else []
 
-    def flush(self) -> list[SSEFrame]:
-        """End of body: the last line and any pending event are dispatched."""
+    def flush_raw(self) -> list[RawFrame]:
         if self.done:
             return []
-        rest, self._buf = self._buf, b""
-        lines = [rest.rstrip(b"\r")] if rest.rstrip(b"\r") else []
-        lines.append(b"")
-        return self._lines(lines)
+        rest, self._buf = self._buf.rstrip(b"\r\n"), b""
+        return self._blocks([rest]) if rest else []
 
-    def _lines(self, lines: list[bytes]) -> list[SSEFrame]:
-        frames: list[SSEFrame] = []
-        data = self._data
-        for line in lines:
-            if not line:
-                if data:
-                    frame = self._dispatch()
-                    if frame.data == DONE:
-                        self.done = True
-                        self._buf = b""
-                        return frames
+    def _blocks(self, blocks: list[bytes]) -> list[RawFrame]:
+        frames: list[RawFrame] = []
+        for block in blocks:
+            if block[:6] == b"data: " and b"\n" not in block:
+                data = block[6:]
+                if data == b"[DONE]":
+                    return self._stop(frames)
+                frames.append((data, None, self.last_event_id, None))
+            elif block:
+                frame = self._block(block)
+                if frame is not None:
+                    if frame[0] == b"[DONE]":
+                        return self._stop(frames)
                     frames.append(frame)
-                else:
-                    self._event = None
-                continue
+        return frames
+
+    def _stop(self, frames: list[RawFrame]) -> list[RawFrame]:
+        self.done = True
+        self._buf = b""
+        return frames
+
+    def _block(self, block: bytes) -> RawFrame | None:
+        """One event's lines through the full WHATWG field rules; dispatch at its end."""
+        data = self._data
+        for line in block.split(b"\n"):
+            if not line:
+                continue  # a blank line inside a block: nothing pending to dispatch
             if line.startswith(b"data:"):
                 value = line[5:]
                 data.append(value[1:] if value[:1] == b" " else value)
             elif line[0] != 0x3A:  # ":" starts a comment
                 self._field(line)
-        return frames
-
-    def _dispatch(self) -> SSEFrame:
-        data = self._data
+        event, self._event = self._event, None
+        retry, self._retry = self._retry, None
+        if not data:
+            return None
         raw = data[0] if len(data) == 1 else b"\n".join(data)
-        frame = SSEFrame(
-            raw.decode("utf-8", "replace"), self._event, self.last_event_id, self._retry
-        )
         data.clear()
-        self._event = None
-        self._retry = None
-        return frame
+        return raw, event, self.last_event_id, retry
 
     def _field(self, line: bytes) -> None:
         name, sep, value = line.partition(b":")
@@ -124,6 +146,10 @@ class SSEDecoder:
                 self.last_event_id = value.decode("utf-8", "replace")
         elif name == b"retry" and value.isdigit():
             self._retry = int(value)
+
+
+def _decoded(raw: RawFrame) -> SSEFrame:
+    return SSEFrame(raw[0].decode("utf-8", "replace"), raw[1], raw[2], raw[3])
 
 
 class NDJSONDecoder:

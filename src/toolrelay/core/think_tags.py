@@ -211,6 +211,10 @@ class TagSplitter:
         """The kind of block the next text belongs to ("text" outside any block)."""
         return "text" if self._block is None else self._block.pair.kind
 
+    def passes(self, text: str) -> bool:
+        """True when `feed(text)` would be exactly `[Chunk(self.inside, text)]` (the hot path)."""
+        return not self._held and not self._strip and bool(text) and self._plain(text)
+
     def feed(self, text: str) -> list[Segment]:
         """Split one chunk; text that may still be part of a tag is held back."""
         if not self._held and not self._strip and self._plain(text):
@@ -231,7 +235,10 @@ class TagSplitter:
     def _plain(self, text: str) -> bool:
         """Fast path: nothing in `text` can start a tag or needs holding back."""
         if self._block is None:
-            return not any(trigger in text for trigger in self._triggers)
+            for trigger in self._triggers:  # noqa: SIM110 - a plain loop beats all() per token
+                if trigger in text:
+                    return False
+            return True
         end = self._block.pair.end
         return end[0] not in text and not text[-1:].isspace()
 

@@ -53,9 +53,7 @@ def create_app(settings: Settings) -> FastAPI:
         bus = make_bus(settings.events_url)
         minted = await ensure_admin_key(store, settings.admin_key)
         if minted:
-            sys.stderr.write(
-                f"\ntoolrelay: admin API key (shown once, keep it): {minted}\n\n"
-            )
+            sys.stderr.write(f"\ntoolrelay: admin API key (shown once, keep it): {minted}\n\n")
         if not registry.routes:
             log.warning("no model configured.\n%s", setup_hint())
         turns = TurnManager(store, bus, registry)

@@ -109,7 +109,9 @@ async def post_message(
     chat = await _owned(svc, chat_id, user.id)
     route = svc.route(body.model or chat.model or _default_route(svc))
     if await svc.turns.running(chat_id):
-        raise APIError(409, "A turn is already running in this chat; cancel it or wait.", code="turn_running")
+        raise APIError(
+            409, "A turn is already running in this chat; cancel it or wait.", code="turn_running"
+        )
     history = await svc.store.load_messages(chat_id)
     message = {"role": "user", "content": body.content}
     user_message_id = await svc.store.add_message(chat_id, message)
@@ -128,17 +130,26 @@ async def post_message(
 def _default_route(svc: Services) -> str:
     routes = svc.registry.routes
     if not routes:
-        raise APIError(404, "No model is configured on this server; see GET /.", code="model_not_found")
+        raise APIError(
+            404, "No model is configured on this server; see GET /.", code="model_not_found"
+        )
     return next(iter(routes))
 
 
 @router.post("/{chat_id}/tool-results", status_code=202)
-async def tool_results(chat_id: str, body: ToolResultIn, svc: ServicesDep, user: UserDep) -> dict[str, Any]:
+async def tool_results(
+    chat_id: str, body: ToolResultIn, svc: ServicesDep, user: UserDep
+) -> dict[str, Any]:
     await _owned(svc, chat_id, user.id)
     if not await svc.turns.running(chat_id):
         raise APIError(409, "No turn is running in this chat.", code="no_turn_running")
     if body.approved is not None:
-        message = {"op": "approval", "id": body.id, "approved": body.approved, "reason": body.reason}
+        message = {
+            "op": "approval",
+            "id": body.id,
+            "approved": body.approved,
+            "reason": body.reason,
+        }
     else:
         message = {"op": "tool_result", "id": body.id, "result": body.result}
     await svc.turns.answer(chat_id, message)
@@ -167,7 +178,9 @@ async def events(
     resume = after
     if resume is None and last_event_id is not None:
         if not last_event_id.strip().isdigit():
-            raise APIError(400, "Last-Event-ID must be an event sequence number.", param="Last-Event-ID")
+            raise APIError(
+                400, "Last-Event-ID must be an event sequence number.", param="Last-Event-ID"
+            )
         resume = int(last_event_id)
     stream = _sse(svc, chat_id, resume, request)
     return StreamingResponse(stream, media_type="text/event-stream", headers=SSE_HEADERS)
@@ -175,16 +188,28 @@ async def events(
 
 def _frame(seq: int, event: Event) -> bytes:
     data = orjson.dumps({"type": event.type, "data": event.data})
-    return b"id: " + str(seq).encode() + b"\nevent: " + event.type.encode() + b"\ndata: " + data + b"\n\n"
+    return (
+        b"id: "
+        + str(seq).encode()
+        + b"\nevent: "
+        + event.type.encode()
+        + b"\ndata: "
+        + data
+        + b"\n\n"
+    )
 
 
-async def _sse(svc: Services, chat_id: str, resume: int | None, request: Request) -> AsyncIterator[bytes]:
+async def _sse(
+    svc: Services, chat_id: str, resume: int | None, request: Request
+) -> AsyncIterator[bytes]:
     name = channel(chat_id)
     if resume is None:
         running = await svc.turns.running(chat_id)
         start = await svc.bus.turn_start(name) if running else await svc.bus.last_seq(name)
         messages = await svc.store.get_messages(chat_id)
-        snapshot = Event("chat:snapshot", {"messages": [message_json(m) for m in messages], "running": running})
+        snapshot = Event(
+            "chat:snapshot", {"messages": [message_json(m) for m in messages], "running": running}
+        )
         yield _frame(start, snapshot)
         resume = start
     queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=1000)

@@ -87,7 +87,10 @@ def open_calls(output: list[Item]) -> list[Item]:
     """Calls left for the client: function_calls with no output after them."""
     answered = {i.get("call_id") for i in output if i.get("type") == "function_call_output"}
     return [
-        i for i in output if i.get("type") == "function_call" and i.get("call_id") not in answered
+        i
+        for i in output
+        if i.get("type") == "function_call"
+        and i.get("call_id") not in answered
         and i.get("status") != "incomplete"
     ]
 
@@ -120,9 +123,13 @@ class _Chunks:
 
     def __init__(self, route: str) -> None:
         self.head = (
-            b'{"id":"' + new_id("chatcmpl").replace("_", "-").encode()
-            + b'","object":"chat.completion.chunk","created":' + str(int(time.time())).encode()
-            + b',"model":' + orjson.dumps(route) + b',"choices":'
+            b'{"id":"'
+            + new_id("chatcmpl").replace("_", "-").encode()
+            + b'","object":"chat.completion.chunk","created":'
+            + str(int(time.time())).encode()
+            + b',"model":'
+            + orjson.dumps(route)
+            + b',"choices":'
         )
 
     def delta(self, delta: dict[str, Any], finish: str | None = None) -> bytes:
@@ -130,7 +137,15 @@ class _Chunks:
         return b"data: " + self.head + orjson.dumps(choice) + b"}\n\n"
 
     def extra(self, key: str, value: Any) -> bytes:
-        return b"data: " + self.head + b"[]," + orjson.dumps(key) + b":" + orjson.dumps(value) + b"}\n\n"
+        return (
+            b"data: "
+            + self.head
+            + b"[],"
+            + orjson.dumps(key)
+            + b":"
+            + orjson.dumps(value)
+            + b"}\n\n"
+        )
 
 
 async def _stream(
@@ -152,7 +167,9 @@ async def _stream(
             yield chunks.extra("toolrelay", event.to_dict())
 
 
-async def _final(chunks: _Chunks, data: dict[str, Any], body: ChatCompletionRequest) -> AsyncIterator[bytes]:
+async def _final(
+    chunks: _Chunks, data: dict[str, Any], body: ChatCompletionRequest
+) -> AsyncIterator[bytes]:
     status = data.get("status")
     if status in ("failed", "cancelled") and data.get("error"):
         error = {"message": data["error"]["content"], "type": "upstream_error", "code": status}

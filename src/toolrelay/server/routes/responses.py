@@ -55,10 +55,14 @@ async def responses(
     result = await relay.run(messages, **run_args)
     if result.status == "failed" and not result.output:
         raise APIError(502, result.error or "The model server failed.", type="upstream_error")
-    return JSONBody(shell.response(_status(result.status), result.output, result.usage, result.error))
+    return JSONBody(
+        shell.response(_status(result.status), result.output, result.usage, result.error)
+    )
 
 
-def input_messages(value: str | list[dict[str, Any]], instructions: str | None) -> list[dict[str, Any]]:
+def input_messages(
+    value: str | list[dict[str, Any]], instructions: str | None
+) -> list[dict[str, Any]]:
     """Responses `input` → Chat Completions history (what the engine speaks)."""
     messages: list[dict[str, Any]] = []
     if instructions:
@@ -67,8 +71,12 @@ def input_messages(value: str | list[dict[str, Any]], instructions: str | None) 
         return [*messages, {"role": "user", "content": value}]
     for item in value:
         kind = item.get("type", "message")
-        if kind == "message" or ("role" in item and kind not in ("function_call", "function_call_output")):
-            messages.append({"role": _role(item.get("role")), "content": _content(item.get("content"))})
+        if kind == "message" or (
+            "role" in item and kind not in ("function_call", "function_call_output")
+        ):
+            messages.append(
+                {"role": _role(item.get("role")), "content": _content(item.get("content"))}
+            )
         elif kind == "function_call":
             call = {
                 "id": item.get("call_id"),
@@ -108,7 +116,9 @@ def _content(content: Any) -> Any:
 
 
 def _status(status: str) -> str:
-    return {"completed": "completed", "capped": "incomplete", "cancelled": "cancelled"}.get(status, "failed")
+    return {"completed": "completed", "capped": "incomplete", "cancelled": "cancelled"}.get(
+        status, "failed"
+    )
 
 
 class _Shell:
@@ -134,8 +144,12 @@ class _Shell:
             "parallel_tool_calls": True,
             "tool_choice": "auto",
             "tools": [],
-            "error": {"code": "server_error", "message": error} if error and status == "failed" else None,
-            "incomplete_details": {"reason": "max_tool_iterations"} if status == "incomplete" else None,
+            "error": {"code": "server_error", "message": error}
+            if error and status == "failed"
+            else None,
+            "incomplete_details": {"reason": "max_tool_iterations"}
+            if status == "incomplete"
+            else None,
             "usage": {
                 "input_tokens": int(usage.get("input_tokens") or 0),
                 "output_tokens": int(usage.get("output_tokens") or 0),

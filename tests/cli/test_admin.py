@@ -1,0 +1,149 @@
+"""`toolrelay db upgrade`, `keys create|list|revoke` and `serve`, on a temp SQLite file."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import types
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from toolrelay.adapters.stores import User
+from toolrelay.adapters.stores.sql import SQLStore
+from toolrelay.cli.main import app
+
+
+@pytest.fixture
+def db_url(tmp_path: Path) -> str:
+    return f"sqlite+aiosqlite:///{tmp_path / 'x.db'}"
+
+
+def invoke(*args: str, env: dict[str, str | None] | None = None) -> Any:
+    return CliRunner().invoke(app, list(args), env=env, catch_exceptions=False)
+
+
+def owner(url: str, key: str) -> User | None:
+    async def look() -> User | None:
+        store = await SQLStore.open(url)
+        try:
+            return await store.user_for_key(key)
+        finally:
+            await store.close()
+
+    return asyncio.run(look())
+
+
+def test_db_upgrade_twice_is_fine(db_url: str, tmp_path: Path) -> None:
+    for _ in range(2):
+        result = invoke("db", "upgrade", "--database-url", db_url)
+        assert result.exit_code == 0, result.output
+        assert result.stderr == f"database is up to date: {db_url}\n"
+    assert (tmp_path / "x.db").is_file()
+
+
+def test_db_upgrade_hides_a_password() -> None:
+    from toolrelay.cli.admin import _redact
+
+    assert _redact("postgresql+asyncpg://me:secret@db/x") == "postgresql+asyncpg://me:***@db/x"
+
+
+def test_keys_create_prints_the_key_alone_on_stdout_once(db_url: str) -> None:
+    result = invoke("keys", "create", "--name", "laptop", "--user", "ann", "--database-url", db_url)
+    assert result.exit_code == 0, result.output
+    key = result.stdout.strip()
+    assert result.stdout == key + "\n" and len(key) >= 32
+    assert "not shown again" in result.stderr
+    assert "for user 'ann'" in result.stderr
+    user = owner(db_url, key)
+    assert user is not None and user.name == "ann" and user.is_admin is False
+
+
+def test_keys_create_admin(db_url: str) -> None:
+    result = invoke("keys", "create", "--admin", "--database-url", db_url)
+    assert result.exit_code == 0, result.output
+    user = owner(db_url, result.stdout.strip())
+    assert user is not None and user.name == "admin" and user.is_admin is True
+    assert "for admin user 'admin'" in result.stderr
+
+
+def test_keys_list_then_revoke(db_url: str) -> None:
+    created = invoke("keys", "create", "--name", "ci", "--database-url", db_url)
+    key = created.stdout.strip()
+    key_id = created.stderr.split("created key ", 1)[1].split()[0]
+
+    listed = invoke("keys", "list", "--database-url", db_url)
+    assert listed.exit_code == 0, listed.output
+    header, row = listed.stdout.splitlines()
+    assert header.split("\t") == ["id", "prefix", "name", "user", "created", "revoked"]
+    fields = row.split("\t")
+    assert fields[:3] == [key_id, key[:8] + "…", "ci"]
+    assert fields[3].startswith("user_")
+    assert key not in listed.stdout  # the key itself is never shown again
+
+    revoked = invoke("keys", "revoke", key_id, "--database-url", db_url)
+    assert revoked.exit_code == 0, revoked.output
+    assert revoked.stdout == f"revoked {key_id}\n"
+    assert owner(db_url, key) is None
+    after = invoke("keys", "list", "--database-url", db_url).stdout.splitlines()[1].split("\t")
+    assert len(after) == 6 and after[5] != ""
+
+    again = invoke("keys", "revoke", key_id, "--database-url", db_url)
+    assert again.exit_code == 1
+    assert f"no active key {key_id!r}" in again.stderr
+
+
+def test_keys_list_on_an_empty_database(db_url: str) -> None:
+    result = invoke("keys", "list", "--database-url", db_url)
+    assert result.exit_code == 0
+    assert result.stdout == ""
+    assert result.stderr == "no API keys\n"
+
+
+def test_the_data_dir_from_the_environment_is_used(tmp_path: Path) -> None:
+    env: dict[str, str | None] = {
+        "TOOLRELAY_DATA_DIR": str(tmp_path / "data"),
+        "TOOLRELAY_DATABASE_URL": None,
+        "DATABASE_URL": None,
+        "TOOLRELAY_CONFIG": None,
+    }
+    result = invoke("keys", "create", env=env)
+    assert result.exit_code == 0, result.output
+    db_file = tmp_path / "data" / "toolrelay.db"
+    assert db_file.is_file()
+    assert owner(f"sqlite+aiosqlite:///{db_file}", result.stdout.strip()) is not None
+
+
+def test_serve_runs_uvicorn_with_the_settings_and_flags(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = tmp_path / "toolrelay.toml"
+    config.write_text('host = "0.0.0.0"\nport = 9123\n')
+    calls: list[tuple[Any, dict[str, Any]]] = []
+    fake_app = types.ModuleType("toolrelay.server.app")
+
+    def create_app(settings: Any) -> Any:
+        return ("app", settings.port)
+
+    fake_app.create_app = create_app  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "toolrelay.server.app", fake_app)
+    monkeypatch.setattr("uvicorn.run", lambda app, **kw: calls.append((app, kw)))
+
+    assert invoke("serve", "--config", str(config)).exit_code == 0
+    assert (
+        invoke("serve", "--config", str(config), "--port", "8001", "--host", "::1").exit_code == 0
+    )
+    assert calls == [
+        (("app", 9123), {"host": "0.0.0.0", "port": 9123}),
+        (("app", 9123), {"host": "::1", "port": 8001}),
+    ]
+
+
+def test_serve_with_a_bad_config_exits_2(tmp_path: Path) -> None:
+    config = tmp_path / "toolrelay.toml"
+    config.write_text("port = 'many'\n")
+    result = invoke("serve", "--config", str(config))
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: ") and "port" in result.stderr
