@@ -136,8 +136,35 @@ async def test_tool_errors_go_back_to_the_model() -> None:
     assert (
         outs[3] == "Error: Tool call arguments for `add` must be a JSON object. Please try again."
     )
-    assert outs[4].startswith("Error: Invalid arguments for `add`")
+    assert outs[4] == (
+        "Error: Invalid arguments for tool 'add': a: Input should be a valid integer, "
+        "unable to parse string as an integer"
+    )
     assert result.status == "completed" and result.text == "sorry"
+
+
+async def test_schema_validation_for_tools_that_do_not_validate_themselves() -> None:
+    from toolrelay.engine.interfaces import ToolSpec
+
+    class Plain:
+        spec = ToolSpec(
+            name="plain",
+            parameters={
+                "type": "object",
+                "properties": {"n": {"type": "integer"}},
+                "required": ["n"],
+            },
+        )
+
+        async def call(self, arguments: dict[str, Any], context: Any) -> Any:
+            raise AssertionError("invalid arguments must not reach the tool")
+
+    model = ScriptedModel(reply(calls=[("plain", {"n": "x"})]), reply("ok"))
+    result = await Relay(model, [Plain()]).run("go")
+    assert result.output[1]["output"] == (
+        "Error: Invalid arguments for `plain`: at $.n: 'x' is not of type 'integer'. "
+        "Please fix and try again."
+    )
 
 
 async def test_arguments_are_canonical_and_filtered() -> None:

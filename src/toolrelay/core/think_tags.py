@@ -30,6 +30,7 @@ to `>`. Closing tags, and every other opening tag, are literal.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import Literal
@@ -189,19 +190,27 @@ def _partial_suffix(buf: str, end: str) -> int:
     return 0
 
 
+@functools.lru_cache(maxsize=64)
+def _tables(
+    config: TagConfig,
+) -> tuple[dict[str, tuple[_Tag, ...]], tuple[str, ...], re.Pattern[str]]:
+    """Per-config lookup tables, built once: a splitter is made per model response."""
+    by_first: dict[str, list[_Tag]] = {}
+    for pair in config.pairs():
+        by_first.setdefault(pair.start[0], []).append(_compile(pair))
+    tables = {first: tuple(tags) for first, tags in by_first.items()}
+    triggers = tuple(tables)
+    chars = "".join(map(re.escape, triggers))
+    return tables, triggers, re.compile(f"[{chars}]" if chars else "(?!)")
+
+
 class TagSplitter:
     """Incremental splitter: `feed()` each content chunk, `flush()` at end of stream."""
 
     __slots__ = ("_block", "_by_first", "_held", "_open_re", "_strip", "_triggers")
 
     def __init__(self, config: TagConfig = TagConfig()) -> None:
-        by_first: dict[str, list[_Tag]] = {}
-        for pair in config.pairs():
-            by_first.setdefault(pair.start[0], []).append(_compile(pair))
-        self._by_first = {first: tuple(tags) for first, tags in by_first.items()}
-        self._triggers = tuple(self._by_first)
-        chars = "".join(map(re.escape, self._triggers))
-        self._open_re = re.compile(f"[{chars}]" if chars else "(?!)")
+        self._by_first, self._triggers, self._open_re = _tables(config)
         self._block: _Tag | None = None
         self._held = ""
         self._strip = False

@@ -38,7 +38,23 @@ class Coalescer:
 
     async def emit_many(self, events: Iterable[Event]) -> None:
         for event in events:
-            await self.emit(event)
+            if not self._merged(event):
+                await self.emit(event)
+
+    def _merged(self, event: Event) -> bool:
+        """Fold a delta into the pending one, synchronously, when it continues it."""
+        pending = self._pending
+        if (
+            pending is None
+            or event.type is not pending.type
+            or len(self._pieces) + 1 >= self._max
+            or event.data["item_id"] != pending.data["item_id"]
+            or event.data.get("content_index") != pending.data.get("content_index")
+            or self._clock() - self._since >= self._window
+        ):
+            return False
+        self._pieces.append(event.data["delta"])
+        return True
 
     async def emit(self, event: Event) -> None:
         if self._window <= 0:

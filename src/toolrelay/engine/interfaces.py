@@ -74,6 +74,8 @@ class ToolSpec:
     """`client` tools are executed by the client through `execute:tool` (R9)."""
     filter_arguments: bool = True
     """Drop keys not in `parameters.properties` before the call (R8; MCP tools keep theirs)."""
+    validates_arguments: bool = False
+    """The tool checks its own arguments (pydantic for `@tool`): skip the JSON-schema pass."""
 
     def openai_spec(self) -> dict[str, Any]:
         return {

@@ -122,7 +122,7 @@ def _prepare(call: Item, env: ToolEnv) -> _Prepared:
     args = (
         filter_to_schema(parsed.value, spec.parameters) if spec.filter_arguments else parsed.value
     )
-    problem = validate_arguments(name, args, spec.parameters)
+    problem = None if spec.validates_arguments else validate_arguments(name, args, spec.parameters)
     if problem is not None:
         return _Prepared(call, args, tool, problem)
     if env.repeats.count >= env.limits.repeat_warn > 0:

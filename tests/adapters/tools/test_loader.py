@@ -133,6 +133,7 @@ def test_owui_tools_class(tmp_path: Path) -> None:
             "properties": {"zone": {"type": "string", "description": "IANA zone name."}},
             "required": ["zone"],
         },
+        validates_arguments=True,
     )
     assert get_time.context_params == frozenset({"__user__"})
     context = ToolContext(user={"name": "ada"})

@@ -304,6 +304,7 @@ def test_flags_travel_in_the_spec() -> None:
         requires_approval=True,
         kind="server",
         filter_arguments=True,
+        validates_arguments=True,
     )
 
 

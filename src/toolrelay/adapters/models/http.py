@@ -259,6 +259,12 @@ class HTTPModelStream:
         self._first = first
         self._deadlines = deadlines
         self._closed = first is None
+        # idle/total timeouts: one watchdog timer re-armed lazily, not a timeout per chunk
+        self._watch: asyncio.TimerHandle | None = None
+        self._task: asyncio.Task[Any] | None = None
+        self._last = 0.0
+        self._waiting = False
+        self._expired: ProviderError | None = None
 
     def __aiter__(self) -> HTTPModelStream:
         return self
@@ -270,23 +276,68 @@ class HTTPModelStream:
         if self._closed:
             await self.aclose()
             raise StopAsyncIteration
+        if self._expired is not None:  # the total timeout passed between two reads
+            await self.aclose()
+            raise self._expired
         loop = asyncio.get_running_loop()
-        deadline, on_timeout = self._deadlines.nearest(loop, self._deadlines.timeouts.idle)
+        self._last = loop.time()
+        self._task = asyncio.current_task()
+        if self._watch is None:
+            self._arm(loop)
+        self._waiting = True
         try:
-            async with asyncio.timeout_at(deadline):
-                return await anext(self._chunks)
+            return await anext(self._chunks)
         except StopAsyncIteration:
             await self.aclose()
             raise
-        except TimeoutError:
+        except asyncio.CancelledError:
+            expired, self._expired = self._expired, None
+            if expired is None or self._task is None or self._task.uncancel() > 0:
+                raise
             await self.aclose()
-            raise on_timeout from None
+            raise expired from None
         except httpx.TransportError as exc:
             await self.aclose()
             raise _lost(exc) from exc
+        finally:
+            self._waiting = False
+            self._last = loop.time()
+
+    def _arm(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._watch = loop.call_at(self._due()[0], self._check, loop)
+
+    def _due(self) -> tuple[float, bool]:
+        """When the next timeout falls due, and whether it is the total one."""
+        at = self._last + self._deadlines.timeouts.idle
+        total_at = self._deadlines.total_at
+        if total_at is not None and total_at <= at:
+            return total_at, True
+        return at, False
+
+    def _check(self, loop: asyncio.AbstractEventLoop) -> None:
+        """The watchdog: cancel a read that waited too long, else sleep again."""
+        self._watch = None
+        if self._closed:
+            return
+        now = loop.time()
+        at, total = self._due()
+        if now < at:
+            self._arm(loop)
+        elif not self._waiting and not total:
+            self._last = now  # the consumer, not the server, is slow: a new idle period
+            self._arm(loop)
+        else:
+            timeouts = self._deadlines.timeouts
+            seconds = timeouts.total if total and timeouts.total else timeouts.idle
+            self._expired = _timeout_error(seconds, total=total)
+            if self._waiting and self._task is not None:
+                self._task.cancel()
 
     async def aclose(self) -> None:
         """Idempotent; later iteration stops at once."""
+        if self._watch is not None:
+            self._watch.cancel()
+            self._watch = None
         self._closed = True
         self._first = None
         closer = getattr(self._chunks, "aclose", None)

@@ -360,6 +360,7 @@ class PythonTool:
             sequential=sequential,
             requires_approval=requires_approval,
             filter_arguments=not self._sig.var_keyword,
+            validates_arguments=True,
         )
         functools.update_wrapper(self, fn)
 
