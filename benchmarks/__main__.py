@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib
 
-SUITES = ("core_stream", "engine_loop")
+SUITES = ("core_stream", "engine_loop", "server_load")
 
 
 def main() -> None:

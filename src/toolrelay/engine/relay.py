@@ -133,21 +133,14 @@ class Relay:
         """
         sink = QueueSink()
         task = asyncio.get_running_loop().create_task(self.run(messages, sink=sink, **kwargs))
+        task.add_done_callback(lambda _: sink.queue.put_nowait(None))  # wakes the reader at the end
         try:
-            while True:
-                getter = asyncio.ensure_future(sink.queue.get())
-                done, _ = await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
-                if getter in done:
-                    event = getter.result()
-                    yield event
-                    if event.type == ev.CHAT_COMPLETION and event.data.get("done"):
-                        break
-                    continue
-                getter.cancel()
-                while not sink.queue.empty():
-                    yield sink.queue.get_nowait()
-                task.result()  # re-raise a crash of the turn itself
-                break
+            while (event := await sink.queue.get()) is not None:
+                yield event
+                if event.type == ev.CHAT_COMPLETION and event.data.get("done"):
+                    break
+            else:
+                task.result()  # the turn ended without its final event: re-raise its crash
         finally:
             if not task.done():
                 task.cancel()

@@ -36,10 +36,10 @@ class ListSink:
 
 
 class QueueSink:
-    """Hands events to a consumer through an unbounded queue."""
+    """Hands events to a consumer through an unbounded queue (None: no more events)."""
 
     def __init__(self) -> None:
-        self.queue: asyncio.Queue[Event] = asyncio.Queue()
+        self.queue: asyncio.Queue[Event | None] = asyncio.Queue()
 
     async def emit(self, event: Event) -> None:
         self.queue.put_nowait(event)

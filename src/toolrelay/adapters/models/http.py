@@ -376,6 +376,7 @@ class ModelHTTP:
         self.retry = retry
         self._transport = transport
         self._client: httpx.AsyncClient | None = None
+        self._urls: dict[str, httpx.URL] = {}
 
     @property
     def client(self) -> httpx.AsyncClient:
@@ -418,8 +419,11 @@ class ModelHTTP:
     ) -> HTTPModelStream | _Retryable:
         loop = asyncio.get_running_loop()
         deadline, on_timeout = deadlines.nearest(loop, self.timeouts.first_byte)
+        parsed = self._urls.get(url)
+        if parsed is None:  # parsing a URL costs more than the rest of building a request
+            parsed = self._urls[url] = httpx.URL(url)
         request = self.client.build_request(
-            "POST", url, content=body, headers=self._headers(stream)
+            "POST", parsed, content=body, headers=self._headers(stream)
         )
         try:
             async with asyncio.timeout_at(deadline):
