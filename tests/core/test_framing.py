@@ -103,3 +103,11 @@ def test_ndjson_lines_split_anywhere() -> None:
         dec = NDJSONDecoder()
         lines = dec.feed(body[:cut]) + dec.feed(body[cut:]) + dec.flush()
         assert lines == [b'{"a": 1}', b'{"b": 2}', b'{"c"']
+
+
+def test_event_then_data_block_takes_the_same_rules() -> None:
+    frames, done = decode(b"event: a\ndata: 1\n\nevent: b\ndata: [DONE]\n\ndata: 2\n\n")
+    assert frames == [SSEFrame("1", "a")]
+    assert done
+    frames, _ = decode(b"event: a\nid: 9\n\nevent: c\ndata:x\n\n")
+    assert frames == [SSEFrame("x", "c", "9")]

@@ -1215,3 +1215,51 @@ def test_response_object_error_body() -> None:
     assert meta == ReduceMeta(
         error="Invalid model", error_data=body["error"], done=True, status="failed"
     )
+
+
+# --- the accumulator's delta batching gives exactly the reducer's result -------------
+
+
+def _reduce_all(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    output: list[dict[str, Any]] = []
+    for event in events:
+        output, _ = reduce_event(event, output)
+    return output
+
+
+@pytest.mark.parametrize(
+    "path",
+    sorted(
+        (Path(__file__).parent.parent / "fixtures" / "streams" / "openai-responses").glob("*.sse")
+    ),
+    ids=lambda p: p.name,
+)
+def test_batched_deltas_equal_event_by_event_reduction(path: Path) -> None:
+    from toolrelay.core.accumulator import Accumulator
+
+    events = [
+        orjson.loads(line[6:])
+        for line in path.read_bytes().split(b"\n")
+        if line.startswith(b"data: ")
+    ]
+    acc = Accumulator()
+    for event in events:
+        acc.feed_event(event)
+    assert acc.output == _reduce_all(events)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(items, min_size=1, max_size=4), st.lists(events, max_size=12))
+def test_batched_deltas_equal_reduction_for_random_streams(
+    start: list[Item], stream: list[dict[str, Any]]
+) -> None:
+    from toolrelay.core.accumulator import Accumulator
+
+    seed = [
+        {"type": "response.output_item.added", "output_index": i, "item": it}
+        for i, it in enumerate(start)
+    ]
+    acc = Accumulator()
+    for event in seed + stream:
+        acc.feed_event(event)
+    assert acc.output == _reduce_all(seed + stream)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-import time
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
@@ -48,7 +47,7 @@ def replay(
         err.print(f"[red]error:[/] cannot read {path}: {exc.strerror or exc}")
         raise typer.Exit(2) from None
     framing = _FRAMING.get(format) or detect_format(body)
-    reader = BodyReader(framing, clock=time.monotonic)
+    reader = BodyReader(framing)  # no clock: a replay's timings are meaningless
     evs = reader.feed(body)
     evs.extend(reader.finish())
     if reader.frames == 0:

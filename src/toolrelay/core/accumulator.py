@@ -39,6 +39,7 @@ from toolrelay.core.events import Event
 from toolrelay.core.ids import new_id
 from toolrelay.core.items import Item, code_interpreter_item
 from toolrelay.core.responses import reduce_event
+from toolrelay.core.responses_buffer import DeltaBuffer
 from toolrelay.core.think_tags import Chunk, Close, Open, TagConfig, TagSplitter
 from toolrelay.core.tool_calls import split_calls
 from toolrelay.core.usage import normalise_usage
@@ -71,6 +72,7 @@ class Accumulator:
         self._tag_kind = "text"
         self._slots: dict[int, _Call] = {}
         self._responses_mode = False
+        self._deltas = DeltaBuffer()
         self.usage: dict[str, Any] | None = None
         self.finish_reason: str | None = None
         self.error: str | None = None
@@ -84,6 +86,7 @@ class Accumulator:
     @property
     def output(self) -> list[Item]:
         """A copy of the items so far, open text materialised."""
+        self._items = self._deltas.fold(self._items)
         items = [_copy_item(i) for i in self._items]
         if self._open is not None and self._buffer:
             items[self._open_index] = self._materialised(self._open)
@@ -94,6 +97,7 @@ class Accumulator:
 
     def function_calls(self) -> list[Item]:
         """Completed function_call items of this response (split per R6), in order."""
+        self._items = self._deltas.fold(self._items)
         return [i for i in self._items if i.get("type") == "function_call"]
 
     # -- chat completions / ollama --------------------------------------
@@ -339,13 +343,23 @@ class Accumulator:
 
     # -- responses api ---------------------------------------------------
     def feed_event(self, event: dict[str, Any]) -> list[Event]:
-        """One Responses API streaming event, reduced purely and forwarded."""
+        """One Responses API streaming event, reduced purely and forwarded.
+
+        Plain deltas are batched by `DeltaBuffer` and folded in before the next
+        structural event: the same result as reducing each, without quadratic copying.
+        """
         self._responses_mode = True
-        self._items, meta = reduce_event(event, self._items)
         out: list[Event] = []
-        if "output_index" in event and isinstance(event.get("output_index"), int):
-            data = {k: v for k, v in event.items() if k not in ("type", "sequence_number")}
-            data["output_index"] = self._offset + event["output_index"]
+        if self._deltas.take(event, self._items):
+            meta = None
+        else:
+            self._items, meta = reduce_event(event, self._deltas.fold(self._items))
+        index = event.get("output_index")
+        if index.__class__ is int:
+            data = dict(event)
+            del data["type"]
+            data.pop("sequence_number", None)
+            data["output_index"] = self._offset + index  # type: ignore[operator]
             out.append(Event(str(event.get("type")), data))
         if meta is not None:
             if meta.response_id:
@@ -409,6 +423,7 @@ class Accumulator:
         return out
 
     def _finish_responses(self, status: str) -> list[Event]:
+        self._items = self._deltas.fold(self._items)
         out: list[Event] = []
         items: list[Item] = []
         for i, item in enumerate(self._items):

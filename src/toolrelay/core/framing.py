@@ -101,6 +101,19 @@ class SSEDecoder:
                 if data == b"[DONE]":
                     return self._stop(frames)
                 frames.append((data, None, self.last_event_id, None))
+            elif block[:7] == b"event: " and block.count(b"\n") == 1:
+                # the Responses API shape: `event: <type>` then one `data: ` line
+                head, _, line = block.partition(b"\n")
+                if line[:6] != b"data: ":
+                    frame = self._block(block)
+                    if frame is not None:
+                        frames.append(frame)
+                    continue
+                if line[6:] == b"[DONE]":
+                    return self._stop(frames)
+                frames.append(
+                    (line[6:], head[7:].decode("utf-8", "replace"), self.last_event_id, None)
+                )
             elif block:
                 frame = self._block(block)
                 if frame is not None:
