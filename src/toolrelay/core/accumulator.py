@@ -359,7 +359,7 @@ class Accumulator:
             data = dict(event)
             del data["type"]
             data.pop("sequence_number", None)
-            data["output_index"] = self._offset + index  # type: ignore[operator]
+            data["output_index"] = self._offset + index
             out.append(Event(str(event.get("type")), data))
         if meta is not None:
             if meta.response_id:
