@@ -321,12 +321,16 @@ async def test_cancel_mid_tool_reaches_the_tool() -> None:
         return "x"
 
     model = ScriptedModel(reply(calls=[("long", {})]))
-    task = asyncio.create_task(Relay(model, [long]).run("go"))
+    sink = ListSink()
+    task = asyncio.create_task(Relay(model, [long]).run("go", sink=sink))
     await started.wait()
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
     assert cancelled.is_set()
+    final = sink.events[-1].data
+    assert final["status"] == "cancelled"
+    assert [(i["type"], i["status"]) for i in final["output"]] == [("function_call", "incomplete")]
 
 
 async def test_client_tool_round_trip() -> None:

@@ -265,6 +265,15 @@ class Turn:
             self._reader.finish(dropped=True)
             self.output.extend(self._reader.result().output)
             self._reader = None
+        answered = {
+            i.get("call_id") for i in self.output if i.get("type") == "function_call_output"
+        }
+        self.output = [
+            {**i, "status": "incomplete"}
+            if i.get("type") == "function_call" and i.get("call_id") not in answered
+            else i
+            for i in self.output
+        ]
         await self.emitter.emit(Event(ev.CHAT_TASKS_CANCEL, {}))
         await self._finish("cancelled", "Cancelled.")
 

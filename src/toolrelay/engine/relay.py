@@ -27,7 +27,7 @@ from toolrelay.engine.interpreter import CodeRunner
 from toolrelay.engine.limits import RunLimits
 from toolrelay.engine.loop import Turn, TurnSetup
 from toolrelay.engine.pending import PendingCalls
-from toolrelay.testing.sinks import NullSink, QueueSink
+from toolrelay.engine.sinks import NullSink, QueueSink
 
 RunResult = TurnResult
 

@@ -1,4 +1,5 @@
-"""Test doubles users can import too: a real-socket fake model server and wire-format builders."""
+"""Test doubles users can import too: a scripted model, a replay model, a real-socket fake
+model server, wire-format builders and a recording sink."""
 
 from toolrelay.testing.fake_server import (
     BodyReply,
@@ -10,16 +11,24 @@ from toolrelay.testing.fake_server import (
     Reply,
     SSEReply,
 )
+from toolrelay.testing.scripted_model import Body, Refuse, ReplayModel, ScriptedModel, reply
+from toolrelay.testing.sinks import ListSink
 from toolrelay.testing.wire import ToolCallSpec
 
 __all__ = [
+    "Body",
     "BodyReply",
     "FakeModelServer",
     "JSONReply",
+    "ListSink",
     "NDJSONReply",
     "RawReply",
     "RecordedRequest",
+    "Refuse",
+    "ReplayModel",
     "Reply",
     "SSEReply",
+    "ScriptedModel",
     "ToolCallSpec",
+    "reply",
 ]

@@ -1,4 +1,4 @@
-"""Event sinks for tests and simple uses."""
+"""A sink for tests: keeps every event, and lets a test wait for one."""
 
 from __future__ import annotations
 
@@ -33,18 +33,3 @@ class ListSink:
 
     def of(self, type: str) -> list[Event]:
         return [e for e in self.events if e.type == type]
-
-
-class QueueSink:
-    """Hands events to a consumer through an unbounded queue (None: no more events)."""
-
-    def __init__(self) -> None:
-        self.queue: asyncio.Queue[Event | None] = asyncio.Queue()
-
-    async def emit(self, event: Event) -> None:
-        self.queue.put_nowait(event)
-
-
-class NullSink:
-    async def emit(self, event: Event) -> None:
-        return None
