@@ -134,16 +134,20 @@ class Accumulator:
                     and (self._tags is None or not self._tags.reasoning)
                 )
             ):
-                self._buffer.append(text)
-                data = {
-                    "item_id": item["id"],
-                    "output_index": self._offset + self._open_index,
-                    "content_index": 0,
-                    "delta": text,
-                }
-                out.append(Event(_TEXT_KINDS[item["type"]], data))
+                out.append(self._more_text(item, text))
                 return
         out += self._dispatch(delta)
+
+    def _more_text(self, item: Item, text: str) -> Event:
+        """Append to the open item's buffer; its delta event."""
+        self._buffer.append(text)
+        data = {
+            "item_id": item["id"],
+            "output_index": self._offset + self._open_index,
+            "content_index": 0,
+            "delta": text,
+        }
+        return Event(_TEXT_KINDS[item["type"]], data)
 
     def _plain_text(self, text: str) -> bool:
         splitter = self._splitter
@@ -189,34 +193,17 @@ class Accumulator:
             return []
         item = self._open
         if item is not None and item["type"] == kind:  # the hot path: more of the same item
-            self._buffer.append(text)
-            data = {
-                "item_id": item["id"],
-                "output_index": self._offset + self._open_index,
-                "content_index": 0,
-                "delta": text,
-            }
-            return [Event(_TEXT_KINDS[kind], data)]
-        out: list[Event] = []
-        if self._open is None or self._open["type"] != kind:
-            if kind == "message" and not self._pending_ws + text.strip():
-                self._pending_ws += text  # never open a message with whitespace only
-                return []
-            text, self._pending_ws = self._pending_ws + text, ""
-            out.extend(self._close_open("completed"))
-            out.append(self._start(_new_text_item(kind)))
-        self._buffer.append(text)
-        out.append(
-            Event(
-                _TEXT_KINDS[kind],
-                {
-                    "item_id": self._open["id"],  # type: ignore[index]
-                    "output_index": self._offset + self._open_index,
-                    "content_index": 0,
-                    "delta": text,
-                },
-            )
-        )
+            return [self._more_text(item, text)]
+        if kind == "message" and not self._pending_ws + text.strip():
+            self._pending_ws += text  # never open a message with whitespace only
+            return []
+        if kind == "message":
+            text = self._pending_ws + text
+        self._pending_ws = ""
+        out = self._close_open("completed")
+        new = _new_text_item(kind)
+        out.append(self._start(new))
+        out.append(self._more_text(new, text))
         return out
 
     def _reasoning(self, text: str, details: tuple[dict[str, Any], ...]) -> list[Event]:

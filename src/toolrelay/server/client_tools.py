@@ -30,3 +30,14 @@ def client_tools(specs: Sequence[Any] | None) -> list[ClientTool]:
         fn = getattr(spec, "function", spec)
         tools.append(ClientTool(fn.name, fn.description or "", fn.parameters))
     return tools
+
+
+def turn_args(user: Any, specs: Sequence[Any] | None) -> dict[str, Any]:
+    """`Relay.run` keyword arguments for an OpenAI-style request: its user and its own
+    tools, whose calls end the response (they are the client's to run)."""
+    tools = client_tools(specs)
+    return {
+        "user": {"id": user.id, "name": user.name},
+        "extra_tools": tools,
+        "deferred": [t.spec.name for t in tools],
+    }

@@ -23,7 +23,7 @@ from toolrelay.core.events import Event
 from toolrelay.core.ids import new_id
 from toolrelay.core.items import Item, item_text
 from toolrelay.engine.finish import TurnResult
-from toolrelay.server.client_tools import client_tools
+from toolrelay.server.client_tools import turn_args
 from toolrelay.server.errors import APIError, JSONBody
 from toolrelay.server.schemas import ChatCompletionRequest
 from toolrelay.server.services import ServicesDep, UserDep
@@ -48,12 +48,7 @@ async def chat_completions(
     route = svc.route(body.model)
     relay = svc.turns.relay_for(route)
     messages = [m.model_dump(exclude_none=True) for m in body.messages]
-    tools = client_tools(body.tools)
-    run_args: dict[str, Any] = {
-        "user": {"id": user.id, "name": user.name},
-        "extra_tools": tools,
-        "deferred": [t.spec.name for t in tools],
-    }
+    run_args = turn_args(user, body.tools)
     if body.stream:
         chunks = _stream(relay.stream(messages, **run_args), body, route)
         return StreamingResponse(chunks, media_type="text/event-stream", headers=SSE_HEADERS)

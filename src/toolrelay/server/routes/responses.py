@@ -19,7 +19,7 @@ from fastapi.responses import StreamingResponse
 from toolrelay.core import events as ev
 from toolrelay.core.events import Event
 from toolrelay.core.ids import new_id
-from toolrelay.server.client_tools import client_tools
+from toolrelay.server.client_tools import turn_args
 from toolrelay.server.errors import APIError, JSONBody
 from toolrelay.server.routes.openai import SSE_HEADERS
 from toolrelay.server.schemas import ResponsesRequest
@@ -41,13 +41,8 @@ async def responses(
             code="unsupported_parameter",
         )
     messages = input_messages(body.input, body.instructions)
-    tools = client_tools([t for t in body.tools or () if t.type == "function" and t.name])
     relay = svc.turns.relay_for(route)
-    run_args: dict[str, Any] = {
-        "user": {"id": user.id, "name": user.name},
-        "extra_tools": tools,
-        "deferred": [t.spec.name for t in tools],
-    }
+    run_args = turn_args(user, [t for t in body.tools or () if t.type == "function" and t.name])
     shell = _Shell(route)
     if body.stream:
         stream = _events(relay.stream(messages, **run_args), shell)
