@@ -272,14 +272,19 @@ def _responses_item(item: Item, answered: set[str]) -> dict[str, Any] | None:
     return None
 
 
-def to_responses_input(output: Sequence[Item]) -> list[dict[str, Any]]:
+def to_responses_input(
+    output: Sequence[Item], *, context: Sequence[Item] | None = None
+) -> list[dict[str, Any]]:
     """Responses API input items for this turn's items, in item order.
 
     Our item ids are minted locally, so ids and statuses are dropped. Reasoning
     is replayed only when it carries `encrypted_content` (stateless reasoning
     continuation); plain reasoning text cannot be sent back on this API.
+    `context` is the whole turn when `output` is only its newest part (stateful
+    continuation, R14: the calls live in the previous response, and their
+    outputs are sent alone); the orphan rule is judged over it.
     """
-    answered = _answered_call_ids(output)
+    answered = _answered_call_ids(output if context is None else context)
     converted = (_responses_item(item, answered) for item in output)
     return [item for item in converted if item is not None]
 

@@ -8,13 +8,16 @@ pipeline-first, then in-process filters.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
+import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import httpx
 
 Body = dict[str, Any]
+log = logging.getLogger(__name__)
 
 
 class HttpOutlet:
@@ -58,9 +61,15 @@ async def run_inlets(filters: Sequence[Any], body: Body, user: Mapping[str, Any]
 
 
 async def run_outlets(filters: Sequence[Any], body: Body, user: Mapping[str, Any] | None) -> Body:
+    """Pipelines first, then in-process filters; a failing one is logged and skipped."""
     ordered = [f for f in filters if getattr(f, "pipeline", False)]
     ordered += [f for f in filters if not getattr(f, "pipeline", False)]
     for f in ordered:
         if callable(getattr(f, "outlet", None)):
-            body = await _call(f.outlet, body, user)
+            try:
+                body = await _call(f.outlet, body, user)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # one broken filter must not cost the others, or the answer
+                log.warning("outlet filter %r failed: %s", f, exc)
     return body

@@ -119,7 +119,7 @@ class Turn:
                     if stop is not None:
                         return await self._finish("failed", stop)
                 case RunCode(item):
-                    new_from = len(self.output)
+                    new_from = self.output.index(item)  # the block, now with its output
                     await self._run_code(item)
                 case Capped(calls):
                     return await self._capped(calls)

@@ -49,7 +49,9 @@ class Relay:
         code_runner: CodeRunner | None = None,
         params: Mapping[str, Any] | None = None,
         stateful: bool = False,
+        name: str | None = None,
     ) -> None:
+        """`name` is what the saved turn records as its model (a server route name)."""
         from toolrelay.adapters.tools.loader import as_tools
 
         self.model = model
@@ -63,6 +65,7 @@ class Relay:
         self.code_runner = code_runner
         self.params = dict(params or {})
         self.stateful = stateful
+        self.name = name
         self.pending = PendingCalls()
 
     async def run(
@@ -101,6 +104,7 @@ class Relay:
                 task_model=self.task_model,
                 tasks=self.tasks,
                 user=user,
+                model_name=self.name,
             ),
             tools=tools,
             limits=self.limits,
@@ -156,6 +160,11 @@ class Relay:
         return self.pending.resolve(f"approval:{call_id}", {"approved": approved, "reason": reason})
 
     async def aclose(self) -> None:
+        """Close the model clients and any filter holding a connection pool."""
+        for f in self.filters:
+            close = getattr(f, "aclose", None)
+            if callable(close):
+                await close()
         await self.model.aclose()
         if self.task_model is not None and self.task_model is not self.model:
             await self.task_model.aclose()

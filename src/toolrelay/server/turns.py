@@ -64,7 +64,7 @@ class TurnManager:
             store=store,
             filters=reg.filters,
             task_model=reg.task_client if store is not None else None,
-            params={},
+            name=route,
         )
 
     async def running(self, chat_id: str) -> bool:

@@ -167,7 +167,7 @@ class OpenAIResponses:
             system = [m for m in request.messages if m.get("role") in _SYSTEM_ROLES]
             body["previous_response_id"] = request.previous_response_id
             body["input"] = responses_messages(system) + to_responses_input(
-                request.output[request.new_items_from :]
+                request.output[request.new_items_from :], context=request.output
             )
         else:
             body["input"] = responses_messages(request.messages) + to_responses_input(

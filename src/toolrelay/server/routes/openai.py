@@ -53,7 +53,7 @@ async def chat_completions(
         chunks = _stream(relay.stream(messages, **run_args), body, route)
         return StreamingResponse(chunks, media_type="text/event-stream", headers=SSE_HEADERS)
     result = await relay.run(messages, **run_args)
-    if result.status == "failed" and not result.output:
+    if result.status == "failed":  # even with partial text: a cut answer must not look whole
         raise APIError(502, result.error or "The model server failed.", type="upstream_error")
     return JSONBody(completion(result, route))
 
@@ -98,6 +98,8 @@ def _tool_call(call: Item) -> dict[str, Any]:
 def _finish(result: TurnResult) -> str:
     if open_calls(result.output) and result.status == "completed":
         return "tool_calls"
+    if result.status == "capped":
+        return "length"  # stopped by the tool-round limit, not by the model
     if result.finish_reason in ("stop", "length", "content_filter"):
         return result.finish_reason
     return "stop"

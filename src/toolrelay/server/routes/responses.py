@@ -48,7 +48,7 @@ async def responses(
         stream = _events(relay.stream(messages, **run_args), shell)
         return StreamingResponse(stream, media_type="text/event-stream", headers=SSE_HEADERS)
     result = await relay.run(messages, **run_args)
-    if result.status == "failed" and not result.output:
+    if result.status == "failed":
         raise APIError(502, result.error or "The model server failed.", type="upstream_error")
     return JSONBody(
         shell.response(_status(result.status), result.output, result.usage, result.error)
