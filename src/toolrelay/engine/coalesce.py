@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable
 
 from toolrelay.core.events import DELTA_EVENTS, Event
 from toolrelay.engine.interfaces import EventSink
+from toolrelay.engine.sinks import NullSink
 
 
 class Coalescer:
@@ -26,6 +27,7 @@ class Coalescer:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._sink = sink
+        self._discard = isinstance(sink, NullSink)  # nobody listens: skip the work
         self._window = window
         self._max = max(1, max_chunks)
         self._clock = clock
@@ -37,6 +39,8 @@ class Coalescer:
         self._flusher: asyncio.Task[None] | None = None
 
     async def emit_many(self, events: Iterable[Event]) -> None:
+        if self._discard:
+            return
         for event in events:
             if not self._merged(event):
                 await self.emit(event)
@@ -57,6 +61,8 @@ class Coalescer:
         return True
 
     async def emit(self, event: Event) -> None:
+        if self._discard:
+            return
         if self._window <= 0:
             await self._send(event)
             return

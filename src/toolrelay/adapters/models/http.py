@@ -451,7 +451,9 @@ class ModelHTTP:
         on_timeout: ProviderError,
         deadlines: _Deadlines,
     ) -> HTTPModelStream:
-        chunks = response.aiter_bytes()
+        # aiter_raw skips httpx's decoder chain; it is only needed for a compressed body
+        encoded = response.headers.get("content-encoding", "identity").lower() != "identity"
+        chunks = response.aiter_bytes() if encoded else response.aiter_raw()
         try:
             async with asyncio.timeout_at(deadline):
                 first = await anext(chunks, None)
