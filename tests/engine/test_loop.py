@@ -476,3 +476,66 @@ async def test_code_interpreter_runs_block() -> None:
     assert code["output"]["stdout"] == "42\n"
     assert result.text.endswith("It printed 42.")
     assert len(model.requests) == 2
+
+
+PIXEL = "data:image/png;base64," + "iVBORw0KGgo" * 200
+
+
+async def test_image_results_go_to_the_model_and_are_stripped_for_clients() -> None:
+    from toolrelay.core.transcript import to_chat_messages
+
+    @tool
+    def screenshot() -> str:
+        """Take a screenshot."""
+        return PIXEL
+
+    model = ScriptedModel(reply(calls=[("screenshot", {})]), reply("I see it."))
+    sink = ListSink()
+    result = await Relay(model, [screenshot]).run("look", sink=sink)
+    output = result.output[1]
+    assert output["output"] == [
+        {"type": "input_text", "text": "The image was read and shown to the user."},
+        {"type": "input_image", "image_url": PIXEL},
+    ]
+    assert output["files"] == [{"type": "image", "url": PIXEL}]
+    sent = to_chat_messages(model.requests[1].output)
+    assert sent[-1]["role"] == "user"
+    assert sent[-1]["content"][1] == {"type": "image_url", "image_url": {"url": PIXEL}}
+    shown = [
+        e.data["item"]
+        for e in sink.of(ev.OUTPUT_ITEM_DONE)
+        if e.data["item"]["type"] == "function_call_output"
+    ]
+    assert PIXEL not in orjson.dumps(shown).decode()
+    assert "stripped" in orjson.dumps(shown).decode()
+
+
+async def test_citations_and_terminal_events() -> None:
+    @tool
+    def search_web(query: str) -> list[dict[str, str]]:
+        """Search the web."""
+        return [{"title": "Python", "link": "https://python.org", "snippet": "The language."}]
+
+    @tool
+    def write_file(path: str, content: str) -> str:
+        """Write a file."""
+        return "ok"
+
+    model = ScriptedModel(
+        reply(
+            calls=[
+                ("search_web", {"query": "python"}),
+                ("write_file", {"path": "a.md", "content": "x"}),
+            ]
+        ),
+        reply("Done."),
+    )
+    sink = ListSink()
+    await Relay(model, [search_web, write_file]).run("find python", sink=sink)
+    (source,) = sink.of(ev.SOURCE)
+    assert source.data["document"] == ["The language."]
+    assert source.data["metadata"][0]["source"] == "https://python.org"
+    assert sink.of(ev.TERMINAL_WRITE_FILE)[0].data["path"] == "a.md"
+    # the next request carries the source as a citation marker, once
+    user = model.requests[1].messages[-1]["content"]
+    assert user.count("https://python.org") == 1 and user.endswith("find python")

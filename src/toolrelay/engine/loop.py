@@ -35,7 +35,7 @@ from toolrelay.core.decide import (
 from toolrelay.core.deltas import ErrorDelta
 from toolrelay.core.events import Event
 from toolrelay.core.items import Item
-from toolrelay.core.rag import RagSnapshot, inject
+from toolrelay.core.rag import RagSnapshot, inject, take_snapshot
 from toolrelay.core.think_tags import TagConfig
 from toolrelay.core.usage import merge_usage
 from toolrelay.engine.coalesce import Coalescer
@@ -149,6 +149,8 @@ class Turn:
     def _request(self, new_from: int, *, with_tools: bool) -> ModelRequest:
         setup = self.setup
         messages = setup.messages
+        if self.sources and setup.rag is None:  # tool citations: re-inject them as markers (R11)
+            setup.rag = take_snapshot(messages, ())
         if setup.rag is not None:
             messages = inject(messages, setup.rag, tool_sources=self.sources)
         tools = [t.spec.openai_spec() for t in setup.tools.values()] if with_tools else []
