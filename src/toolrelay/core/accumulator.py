@@ -329,18 +329,24 @@ class Accumulator:
         return [Event(ev.SOURCE, source)]
 
     # -- responses api ---------------------------------------------------
-    def feed_event(self, event: dict[str, Any]) -> list[Event]:
+    def feed_event(self, event: dict[str, Any], *, owned: bool = False) -> list[Event]:
         """One Responses API streaming event, reduced purely and forwarded.
 
         Plain deltas are batched by `DeltaBuffer` and folded in before the next
         structural event: the same result as reducing each, without quadratic copying.
+        `owned`: the caller hands `event` over (a freshly parsed chunk), so a buffered
+        delta's dict is reused as its forwarded event's data instead of copied.
         """
         self._responses_mode = True
-        out: list[Event] = []
         if self._deltas.take(event, self._items):
-            meta = None
-        else:
-            self._items, meta = reduce_event(event, self._deltas.fold(self._items))
+            if not owned:
+                event = dict(event)
+            kind = event.pop("type")
+            event.pop("sequence_number", None)
+            event["output_index"] += self._offset
+            return [Event(kind, event)]
+        out: list[Event] = []
+        self._items, meta = reduce_event(event, self._deltas.fold(self._items))
         index = event.get("output_index")
         if index.__class__ is int:
             data = dict(event)

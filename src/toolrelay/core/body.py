@@ -176,12 +176,12 @@ class BodyReader:
             if obj.__class__ is not dict:
                 return out + self._malformed(data.decode("utf-8", "replace"))
             self.frames += 1
-            if event_type == "error":
+            if event_type == b"error":
                 out += feed(error_from_payload(obj))
                 continue
             kind = obj.get("type")
             if kind.__class__ is str and (kind.startswith("response.") or kind == "error"):
-                out += self.acc.feed_event(obj)
+                out += self.acc.feed_event(obj, owned=True)
             else:
                 for delta in chat_feed(obj):
                     feed_into(delta, out)

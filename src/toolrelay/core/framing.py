@@ -32,8 +32,8 @@ class SSEFrame:
     retry: int | None = None
 
 
-RawFrame = tuple[bytes, str | None, str | None, int | None]
-"""A dispatched event before decoding: data bytes, `event:` type, last event id, retry."""
+RawFrame = tuple[bytes, bytes | None, str | None, int | None]
+"""A dispatched event before decoding: data bytes, `event:` type bytes, last event id, retry."""
 
 
 class SSEDecoder:
@@ -50,7 +50,7 @@ class SSEDecoder:
     def __init__(self) -> None:
         self._buf = b""
         self._data: list[bytes] = []
-        self._event: str | None = None
+        self._event: bytes | None = None
         self._retry: int | None = None
         self._started = False
         self.done = False
@@ -111,9 +111,7 @@ class SSEDecoder:
                     continue
                 if line[6:] == b"[DONE]":
                     return self._stop(frames)
-                frames.append(
-                    (line[6:], head[7:].decode("utf-8", "replace"), self.last_event_id, None)
-                )
+                frames.append((line[6:], head[7:], self.last_event_id, None))
             elif block:
                 frame = self._block(block)
                 if frame is not None:
@@ -151,7 +149,7 @@ class SSEDecoder:
         if sep and value[:1] == b" ":
             value = value[1:]
         if name == b"event":
-            self._event = value.decode("utf-8", "replace")
+            self._event = value
         elif name == b"data":  # "data" with no colon: an empty data line
             self._data.append(value)
         elif name == b"id":
@@ -162,7 +160,8 @@ class SSEDecoder:
 
 
 def _decoded(raw: RawFrame) -> SSEFrame:
-    return SSEFrame(raw[0].decode("utf-8", "replace"), raw[1], raw[2], raw[3])
+    event = raw[1].decode("utf-8", "replace") if raw[1] is not None else None
+    return SSEFrame(raw[0].decode("utf-8", "replace"), event, raw[2], raw[3])
 
 
 class NDJSONDecoder:

@@ -28,16 +28,29 @@ Key = tuple[int, str | None, int]
 
 
 class DeltaBuffer:
-    __slots__ = ("_pending",)
+    __slots__ = ("_last", "_pending")
 
     def __init__(self) -> None:
         self._pending: dict[Key, list[str]] = {}
+        # (type, output index, part index, pieces) of the last delta taken: the next one
+        # usually continues it, and items cannot change until the next `fold`
+        self._last: tuple[Any, Any, Any, list[str]] | None = None
 
     def take(self, event: dict[str, Any], items: list[Item]) -> bool:
         """Buffer `event` if it is a plain delta for an existing item and part."""
-        shape = _FAST.get(event.get("type"))  # type: ignore[arg-type]
+        last, kind = self._last, event.get("type")
+        shape = _FAST.get(kind)  # type: ignore[arg-type]
         if shape is None:
             return False
+        if last is not None and kind == last[0]:
+            delta = event.get("delta")
+            if (
+                delta.__class__ is str
+                and event.get("output_index") == last[1]
+                and (shape[2] is None or event.get(shape[2], 0) == last[2])
+            ):
+                last[3].append(delta)
+                return True
         index, delta = event.get("output_index"), event.get("delta")
         if index.__class__ is not int or delta.__class__ is not str or not 0 <= index < len(items):
             return False
@@ -61,15 +74,17 @@ class DeltaBuffer:
             key = (index, parts_key, sub)
         pieces = self._pending.get(key)
         if pieces is None:
-            self._pending[key] = [delta]
+            pieces = self._pending[key] = [delta]
         else:
             pieces.append(delta)
+        self._last = (kind, index, key[2], pieces)
         return True
 
     def fold(self, items: list[Item]) -> list[Item]:
         """Apply what is buffered; returns the list with the touched items replaced by copies."""
         if not self._pending:
             return items
+        self._last = None
         items = list(items)
         for (index, parts_key, sub), pieces in self._pending.items():
             item = dict(items[index])
