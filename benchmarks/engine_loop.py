@@ -116,6 +116,17 @@ async def relay_runs(replies: list[list[bytes]], conversations: int) -> None:
     await relay.aclose()
 
 
+async def stream_runs(replies: list[list[bytes]], conversations: int) -> None:
+    """The same through `Relay.stream`, every event consumed (what a UI pays)."""
+    model = OpenAIChat(base_url="http://fake", model="m", transport=transport(replies))
+    relay = Relay(model, [lookup], limits=RunLimits(max_iterations=64))
+    for _ in range(conversations):
+        async for event in relay.stream("go"):
+            last = event
+        assert last.data.get("status") == "completed"
+    await relay.aclose()
+
+
 def cpu_ms(run: Any, replies: list[list[bytes]], conversations: int, repeat: int) -> float:
     """Best-of-`repeat` process CPU time per conversation, in ms."""
     best = float("inf")
@@ -129,13 +140,17 @@ def cpu_ms(run: Any, replies: list[list[bytes]], conversations: int, repeat: int
 def run(*, quick: bool = False) -> None:
     repeat = 3 if quick else 9
     print("\nengine loop: CPU ms per conversation, Relay.run vs a hand-written httpx+orjson loop")
-    print(f"{'rounds×args×text':<20}{'baseline ms':>12}{'relay ms':>10}{'ratio':>8}")
+    print(
+        f"{'rounds×args×text':<18}{'baseline ms':>12}{'run ms':>8}{'ratio':>7}"
+        f"{'stream ms':>11}{'ratio':>7}"
+    )
     for rounds, arg_chunks, text_chunks in SCENARIOS:
         replies = bodies(rounds, arg_chunks, text_chunks)
         conversations = max(1, 2000 // (rounds * arg_chunks + text_chunks))
-        b = o = float("inf")
-        for _ in range(repeat):  # interleaved, so machine noise hits both alike
+        b = o = s = float("inf")
+        for _ in range(repeat):  # interleaved, so machine noise hits all alike
             b = min(b, cpu_ms(base_runs, replies, conversations, 1))
             o = min(o, cpu_ms(relay_runs, replies, conversations, 1))
+            s = min(s, cpu_ms(stream_runs, replies, conversations, 1))
         label = f"{rounds}×{arg_chunks}×{text_chunks}"
-        print(f"{label:<20}{b:>12.3f}{o:>10.3f}{o / b:>7.2f}×")
+        print(f"{label:<18}{b:>12.3f}{o:>8.3f}{o / b:>6.2f}×{s:>11.3f}{s / b:>6.2f}×")

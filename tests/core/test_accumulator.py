@@ -227,3 +227,26 @@ def test_finish_is_idempotent() -> None:
     acc.feed(TextDelta("x"))
     assert acc.finish() != []
     assert acc.finish() == []
+
+
+def test_quiet_mode_gives_the_same_items_without_delta_events() -> None:
+    deltas = [
+        ReasoningDelta("plan "),
+        ReasoningDelta("more"),
+        TextDelta("Hello "),
+        TextDelta("world"),
+        ToolCallDelta(0, "c1", "f", '{"a":'),
+        ToolCallDelta(0, None, None, "1}"),
+        FinishDelta("tool_calls"),
+    ]
+    loud, quiet = Accumulator(), Accumulator(quiet=True)
+    loud_events = loud.feed_many(deltas) + loud.finish()
+    quiet_events = quiet.feed_many(deltas) + quiet.finish()
+
+    def strip(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [{k: v for k, v in i.items() if k != "id"} for i in items]
+
+    assert strip(quiet.output) == strip(loud.output)
+    delta_types = {ev.OUTPUT_TEXT_DELTA, ev.REASONING_TEXT_DELTA, ev.FUNCTION_CALL_ARGUMENTS_DELTA}
+    assert any(e.type in delta_types for e in loud_events)
+    assert len([e for e in quiet_events if e.type in delta_types]) <= 3  # only items' first deltas

@@ -58,9 +58,12 @@ class Accumulator:
         tags: TagConfig | None = TagConfig(),
         clock: Clock | None = None,
         offset: int = 0,
+        quiet: bool = False,
     ) -> None:
         self._items: list[Item] = []
         self._offset = offset
+        self._quiet = quiet
+        """Nobody listens: the per-chunk delta events are not built (items are the same)."""
         self._clock = clock
         self._splitter = TagSplitter(tags) if tags is not None else None
         self._tags = tags
@@ -116,6 +119,8 @@ class Accumulator:
             call = self._slots.get(delta.slot)  # type: ignore[union-attr]
             if call is not None and call.item is not None:
                 call.args.append(delta.arguments)  # type: ignore[union-attr]
+                if self._quiet:
+                    return
                 data = {
                     "item_id": call.item["id"],
                     "output_index": self._offset + call.index,
@@ -134,7 +139,10 @@ class Accumulator:
                     and (self._tags is None or not self._tags.reasoning)
                 )
             ):
-                out.append(self._more_text(item, text))
+                if self._quiet:
+                    self._buffer.append(text)
+                else:
+                    out.append(self._more_text(item, text))
                 return
         out += self._dispatch(delta)
 
@@ -339,6 +347,8 @@ class Accumulator:
         """
         self._responses_mode = True
         if self._deltas.take(event, self._items):
+            if self._quiet:
+                return []
             if not owned:
                 event = dict(event)
             kind = event.pop("type")

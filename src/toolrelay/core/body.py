@@ -79,9 +79,10 @@ class BodyReader:
         tags: TagConfig | None = TagConfig(),
         clock: Clock | None = None,
         offset: int = 0,
+        quiet: bool = False,
     ) -> None:
         self.format = format
-        self.acc = Accumulator(tags=tags, clock=clock, offset=offset)
+        self.acc = Accumulator(tags=tags, clock=clock, offset=offset, quiet=quiet)
         self._sse = SSEDecoder() if format == "sse" else None
         self._ndjson = NDJSONDecoder() if format == "ndjson" else None
         self._chat = ChatCompletionsDecoder()

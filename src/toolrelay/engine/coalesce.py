@@ -38,6 +38,11 @@ class Coalescer:
         self._timer: asyncio.TimerHandle | None = None
         self._flusher: asyncio.Task[None] | None = None
 
+    @property
+    def discards(self) -> bool:
+        """True when events go nowhere, so producers may skip building them."""
+        return self._discard
+
     async def emit_many(self, events: Iterable[Event]) -> None:
         if self._discard:
             return

@@ -177,6 +177,7 @@ class Turn:
             tags=setup.tags,
             clock=setup.clock,
             offset=len(self.output),
+            quiet=self.emitter.discards,
         )
         dropped = False
         try:
