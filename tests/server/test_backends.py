@@ -6,12 +6,15 @@ import asyncio
 import secrets
 from pathlib import Path
 
-import orjson
-
 from tests.adapters.stores.conftest import _pg_execute
 from tests.server.conftest import Running, ServerThread, make_settings
-from tests.server.test_chats_api import new_chat, read_events, wait_saved
-from toolrelay.core.framing import SSEDecoder
+from tests.server.test_chats_api import (
+    LOCATION_TOOL,
+    events_answering_tools,
+    new_chat,
+    read_events,
+    wait_saved,
+)
 from toolrelay.testing.fake_server import FakeModelServer, SSEReply
 from toolrelay.testing.wire import ToolCallSpec, chat_chunks
 
@@ -33,38 +36,14 @@ def test_postgres_and_redis_with_two_workers(tmp_path: Path, upstream: FakeModel
             SSEReply(chat_chunks(tool_calls=[ToolCallSpec("get_location", {}, id="call_w")])),
             SSEReply(chat_chunks(text="Berlin.")),
         )
-        tools = [
-            {
-                "type": "function",
-                "function": {
-                    "name": "get_location",
-                    "parameters": {"type": "object", "properties": {}},
-                },
-            }
-        ]
         with ServerThread(settings) as first, ServerThread(settings) as second:
             a, b = Running(first, upstream, settings), Running(second, upstream, settings)
             with a.client() as worker_a, b.client() as worker_b:
                 chat_id = new_chat(worker_a, model="fake")
-                worker_a.post(
-                    f"/api/chats/{chat_id}/messages", json={"content": "where?", "tools": tools}
-                )
+                content = {"content": "where?", "tools": LOCATION_TOOL}
+                worker_a.post(f"/api/chats/{chat_id}/messages", json=content)
                 # the turn runs on worker A; the client talks to worker B only
-                events: list[tuple[int, dict[str, object]]] = []
-                decoder = SSEDecoder()
-                with worker_b.stream("GET", f"/api/chats/{chat_id}/events") as response:
-                    for chunk in response.iter_bytes():
-                        for frame in decoder.feed(chunk):
-                            event = orjson.loads(frame.data)
-                            events.append((int(frame.id or 0), event))
-                            if event["type"] == "execute:tool":
-                                answer = {"id": event["data"]["id"], "result": "Berlin"}
-                                assert (
-                                    worker_b.post(
-                                        f"/api/chats/{chat_id}/tool-results", json=answer
-                                    ).status_code
-                                    == 202
-                                )
+                events = events_answering_tools(worker_b, chat_id, "Berlin")
                 assert events[-1][1]["type"] == "chat:completion"
                 saved = wait_saved(worker_b, chat_id)
                 assert saved["content"] == "Berlin."

@@ -33,6 +33,32 @@ def read_events(
     return out
 
 
+LOCATION_TOOL = [
+    {
+        "type": "function",
+        "function": {"name": "get_location", "parameters": {"type": "object", "properties": {}}},
+    }
+]
+
+
+def events_answering_tools(
+    client: httpx.Client, chat_id: str, result: Any
+) -> list[tuple[int, dict[str, Any]]]:
+    """Read the chat's events to the end, answering each `execute:tool` with `result`."""
+    seen: list[tuple[int, dict[str, Any]]] = []
+    decoder = SSEDecoder()
+    with client.stream("GET", f"/api/chats/{chat_id}/events") as response:
+        for chunk in response.iter_bytes():
+            for frame in decoder.feed(chunk):
+                event = orjson.loads(frame.data)
+                seen.append((int(frame.id or 0), event))
+                if event["type"] == "execute:tool":
+                    answer = {"id": event["data"]["id"], "result": result}
+                    posted = client.post(f"/api/chats/{chat_id}/tool-results", json=answer)
+                    assert posted.status_code == 202
+    return seen
+
+
 def new_chat(client: httpx.Client, **body: Any) -> str:
     response = client.post("/api/chats", json=body)
     assert response.status_code == 201, response.text
@@ -128,32 +154,13 @@ def test_client_tool_results_through_the_api(running: Running) -> None:
         SSEReply(chat_chunks(tool_calls=[ToolCallSpec("get_location", {}, id="call_g")])),
         SSEReply(chat_chunks(text="Paris it is.")),
     )
-    tools = [
-        {
-            "type": "function",
-            "function": {
-                "name": "get_location",
-                "parameters": {"type": "object", "properties": {}},
-            },
-        }
-    ]
     with running.client() as client:
         chat_id = new_chat(client, model="fake")
-        client.post(f"/api/chats/{chat_id}/messages", json={"content": "where?", "tools": tools})
-        seen: list[tuple[int, dict[str, Any]]] = []
-        decoder = SSEDecoder()
-        with client.stream("GET", f"/api/chats/{chat_id}/events") as response:
-            for chunk in response.iter_bytes():
-                for frame in decoder.feed(chunk):
-                    event = orjson.loads(frame.data)
-                    seen.append((int(frame.id or 0), event))
-                    if event["type"] == "execute:tool":
-                        assert event["data"]["name"] == "get_location"
-                        answer = client.post(
-                            f"/api/chats/{chat_id}/tool-results",
-                            json={"id": event["data"]["id"], "result": "Paris"},
-                        )
-                        assert answer.status_code == 202
+        content = {"content": "where?", "tools": LOCATION_TOOL}
+        client.post(f"/api/chats/{chat_id}/messages", json=content)
+        seen = events_answering_tools(client, chat_id, "Paris")
+        asked = [e["data"] for _, e in seen if e["type"] == "execute:tool"]
+        assert [a["name"] for a in asked] == ["get_location"]
         saved = wait_saved(client, chat_id)
         assert saved["content"] == "Paris it is."
         assert saved["output"][1]["output"] == "Paris"
