@@ -86,7 +86,8 @@ class Finisher:
         if status == "completed" and self.task_model is not None and self.tasks:
             result = await self._tasks(turn, result)
         await self._save(result)
-        await turn.emitter.emit(Event(ev.CHAT_COMPLETION, _final_data(result)))
+        if not turn.emitter.discards:
+            await turn.emitter.emit(Event(ev.CHAT_COMPLETION, _final_data(result)))
         await turn.emitter.flush()
         return result
 

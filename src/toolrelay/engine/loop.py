@@ -96,7 +96,15 @@ class Turn:
         self.emitter = Coalescer(
             setup.sink, window=limits.coalesce_ms / 1000, max_chunks=limits.coalesce_chunks
         )
-        self.tool_env = ToolEnv(setup.tools, limits, setup.context, self._emit_tool, setup.pending)
+        self.tool_env = ToolEnv(
+            setup.tools,
+            limits,
+            setup.context,
+            self._emit_tool,
+            setup.pending,
+            listening=not self.emitter.discards,
+        )
+        self._tool_specs = [t.spec.openai_spec() for t in setup.tools.values()]
 
     async def run(self) -> TurnResult:
         try:
@@ -153,7 +161,7 @@ class Turn:
             setup.rag = take_snapshot(messages, ())
         if setup.rag is not None:
             messages = inject(messages, setup.rag, tool_sources=self.sources)
-        tools = [t.spec.openai_spec() for t in setup.tools.values()] if with_tools else []
+        tools = self._tool_specs if with_tools else []
         stateful = setup.stateful and self.response_id is not None
         return ModelRequest(
             messages=messages,

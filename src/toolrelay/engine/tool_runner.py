@@ -47,6 +47,8 @@ class ToolEnv:
     emit: Emit
     pending: PendingCalls
     repeats: Repeats = field(default_factory=Repeats)
+    listening: bool = True
+    """False when events go nowhere: skip building the ones only a client would read."""
 
 
 @dataclass(slots=True)
@@ -156,8 +158,9 @@ async def _run_one(prep: _Prepared, env: ToolEnv, index: int) -> Item:
         output["files"] = list(result.files)
     if result.embeds:
         output["embeds"] = list(result.embeds)
-    shown = strip_base64(output)
-    await env.emit(Event(ev.OUTPUT_ITEM_DONE, {"output_index": index, "item": shown}))
+    if env.listening:
+        shown = strip_base64(output)
+        await env.emit(Event(ev.OUTPUT_ITEM_DONE, {"output_index": index, "item": shown}))
     return output
 
 

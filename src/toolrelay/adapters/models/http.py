@@ -301,7 +301,6 @@ class HTTPModelStream:
             raise _lost(exc) from exc
         finally:
             self._waiting = False
-            self._last = loop.time()
 
     def _arm(self, loop: asyncio.AbstractEventLoop) -> None:
         self._watch = loop.call_at(self._due()[0], self._check, loop)
