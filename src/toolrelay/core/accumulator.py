@@ -37,7 +37,13 @@ from toolrelay.core.deltas import (
 )
 from toolrelay.core.events import Event
 from toolrelay.core.ids import new_id
-from toolrelay.core.items import Item, code_interpreter_item
+from toolrelay.core.items import (
+    Item,
+    code_interpreter_item,
+    copy_item,
+    merge_reasoning_details,
+    new_text_item,
+)
 from toolrelay.core.responses import reduce_event
 from toolrelay.core.responses_buffer import DeltaBuffer
 from toolrelay.core.think_tags import Chunk, Close, Open, TagConfig, TagSplitter
@@ -90,7 +96,7 @@ class Accumulator:
     def output(self) -> list[Item]:
         """A copy of the items so far, open text materialised."""
         self._items = self._deltas.fold(self._items)
-        items = [_copy_item(i) for i in self._items]
+        items = [copy_item(i) for i in self._items]
         if self._open is not None and self._buffer:
             items[self._open_index] = self._materialised(self._open)
         for call in self._slots.values():
@@ -209,7 +215,7 @@ class Accumulator:
             text = self._pending_ws + text
         self._pending_ws = ""
         out = self._close_open("completed")
-        new = _new_text_item(kind)
+        new = new_text_item(kind)
         out.append(self._start(new))
         out.append(self._more_text(new, text))
         return out
@@ -233,9 +239,9 @@ class Accumulator:
         if details:
             if self._open is None or self._open["type"] != "reasoning":
                 out.extend(self._close_open("completed"))
-                out.append(self._start(_new_text_item("reasoning")))
+                out.append(self._start(new_text_item("reasoning")))
             assert self._open is not None
-            _merge_details(self._open.setdefault("details", []), details)
+            merge_reasoning_details(self._open.setdefault("details", []), details)
         return out
 
     def _segments(self, segments: list[Any]) -> list[Event]:
@@ -253,7 +259,7 @@ class Accumulator:
                         item = cast(Item, code_interpreter_item(lang=lang, attributes=attributes))
                         out.append(self._start(item))
                     else:
-                        item = _new_text_item("reasoning" if kind == "reasoning" else "message")
+                        item = new_text_item("reasoning" if kind == "reasoning" else "message")
                         if attributes:
                             item["attributes"] = attributes
                         out.append(self._start(item))
@@ -457,11 +463,11 @@ class Accumulator:
         return self._announce(item, self._open_index)
 
     def _announce(self, item: Item, index: int) -> Event:
-        data = {"output_index": self._offset + index, "item": _copy_item(item)}
+        data = {"output_index": self._offset + index, "item": copy_item(item)}
         return Event(ev.OUTPUT_ITEM_ADDED, data)
 
     def _done(self, index: int) -> Event:
-        data = {"output_index": self._offset + index, "item": _copy_item(self._items[index])}
+        data = {"output_index": self._offset + index, "item": copy_item(self._items[index])}
         return Event(ev.OUTPUT_ITEM_DONE, data)
 
     def _close_open(self, status: str) -> list[Event]:
@@ -497,44 +503,3 @@ class _Call:
         self.args: list[str] = []
         self.item: Item | None = None
         self.index = -1
-
-
-def _copy_item(item: Item) -> Item:
-    """A copy safe to hand out: the lists we later append to are copied too."""
-    copy = dict(item)
-    for key in ("content", "summary", "details"):
-        value = copy.get(key)
-        if isinstance(value, list):
-            copy[key] = [dict(p) if isinstance(p, dict) else p for p in value]
-    return copy
-
-
-def _new_text_item(kind: str) -> Item:
-    prefix = "msg" if kind == "message" else "rs"
-    item: Item = {
-        "type": kind,
-        "id": new_id(prefix),
-        "status": "in_progress",
-        "content": [{"type": "output_text", "text": ""}],
-    }
-    if kind == "message":
-        item["role"] = "assistant"
-    else:
-        item["summary"] = []
-    return item
-
-
-def _merge_details(into: list[dict[str, Any]], details: Iterable[dict[str, Any]]) -> None:
-    """OpenRouter reasoning_details: merge by `index`, concatenating text fields."""
-    for detail in details:
-        index = detail.get("index")
-        target = next((d for d in into if index is not None and d.get("index") == index), None)
-        if target is None:
-            into.append(dict(detail))
-            continue
-        for key, value in detail.items():
-            old = target.get(key)
-            if key in ("text", "summary") and isinstance(old, str) and isinstance(value, str):
-                target[key] = old + value
-            else:
-                target[key] = value

@@ -8,6 +8,7 @@ out is a copy (`snapshot`). Helpers here never do I/O.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, Literal, NotRequired, TypedDict
 
 from toolrelay.core.ids import new_id
@@ -144,3 +145,34 @@ def item_text(item: Item) -> str:
 def output_text(output: list[Item]) -> str:
     """The visible text of a turn: its message items' text, in order."""
     return "".join(item_text(i) for i in output if i.get("type") == "message")
+
+
+def copy_item(item: Item) -> Item:
+    """A copy safe to hand out: the lists we later append to are copied too."""
+    copy = dict(item)
+    for key in ("content", "summary", "details"):
+        value = copy.get(key)
+        if isinstance(value, list):
+            copy[key] = [dict(p) if isinstance(p, dict) else p for p in value]
+    return copy
+
+
+def new_text_item(kind: str) -> Item:
+    """An empty in-progress `message` or `reasoning` item, as a plain dict."""
+    return dict(message_item() if kind == "message" else reasoning_item())
+
+
+def merge_reasoning_details(into: list[dict[str, Any]], details: Iterable[dict[str, Any]]) -> None:
+    """OpenRouter reasoning_details: merge by `index`, concatenating text fields."""
+    for detail in details:
+        index = detail.get("index")
+        target = next((d for d in into if index is not None and d.get("index") == index), None)
+        if target is None:
+            into.append(dict(detail))
+            continue
+        for key, value in detail.items():
+            old = target.get(key)
+            if key in ("text", "summary") and isinstance(old, str) and isinstance(value, str):
+                target[key] = old + value
+            else:
+                target[key] = value
