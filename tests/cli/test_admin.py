@@ -147,3 +147,13 @@ def test_serve_with_a_bad_config_exits_2(tmp_path: Path) -> None:
     result = invoke("serve", "--config", str(config))
     assert result.exit_code == 2
     assert result.stderr.startswith("error: ") and "port" in result.stderr
+
+
+def test_keys_for_the_same_user_and_role_share_the_user(db_url: str) -> None:
+    first = invoke("keys", "create", "--user", "ann", "--database-url", db_url).stdout.strip()
+    second = invoke("keys", "create", "--user", "ann", "--database-url", db_url).stdout.strip()
+    admin = invoke("keys", "create", "--user", "ann", "--admin", "--database-url", db_url)
+    one, two, three = (owner(db_url, k) for k in (first, second, admin.stdout.strip()))
+    assert one is not None and two is not None and three is not None
+    assert one.id == two.id and not one.is_admin
+    assert three.id != one.id and three.is_admin

@@ -248,3 +248,54 @@ def test_ctrl_c_cancels_the_turn_and_exits_130(server: FakeModelServer) -> None:
     assert proc.returncode == 130, err.decode()
     assert b"cancelled" in err
     assert server.wait_for_connections(0, timeout=5)
+
+
+GUARDED = '''
+from toolrelay import tool
+
+
+@tool(requires_approval=True)
+def delete_file(path: str) -> str:
+    """Delete a file."""
+    return f"deleted {path}"
+'''
+
+
+@pytest.mark.parametrize(
+    ("flag", "expected"),
+    [
+        ("--approve", "deleted a.txt"),
+        (
+            "--reject",
+            "The user rejected the call to `delete_file`; it was not run. Reason: rejected with --reject",
+        ),
+        (
+            None,
+            "The user rejected the call to `delete_file`; it was not run. Reason: no terminal to ask for approval (use --approve)",
+        ),
+    ],
+)
+def test_approvals_are_answered(
+    server: FakeModelServer, tmp_path: Path, flag: str | None, expected: str
+) -> None:
+    path = tmp_path / "guarded_tools.py"
+    path.write_text(GUARDED)
+    server.script(
+        SSEReply(chat_chunks(tool_calls=[ToolCallSpec("delete_file", {"path": "a.txt"})])),
+        SSEReply(chat_chunks(text="Done.")),
+    )
+    args = [
+        "rm a.txt",
+        "--base-url",
+        server.base_url,
+        "--model",
+        "m",
+        "--tools",
+        str(path),
+        "--json",
+    ]
+    result = run(*args, *([flag] if flag else []))
+    assert result.exit_code == 0, result.output
+    types = [orjson.loads(line)["type"] for line in result.stdout.splitlines()]
+    assert "tool:approval" in types
+    assert server.requests[1].json["messages"][-1]["content"] == expected

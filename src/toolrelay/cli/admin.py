@@ -97,10 +97,12 @@ def keys_create(
     url: DatabaseURL = None,
     config: ConfigPath = None,
 ) -> None:
-    """Create a user and an API key for it; the key is shown once."""
+    """An API key for the user of that name and role (created if none); shown once."""
 
     async def work(store: SQLStore) -> tuple[str, str, str]:
-        account = await store.create_user(user, is_admin=admin)
+        account = await store.user_named(user)
+        if account is None or account.is_admin != admin:  # never hand out more, or less, power
+            account = await store.create_user(user, is_admin=admin)
         record, key = await store.create_api_key(account.id, name=name)
         return record.id, account.id, key
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import sys
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -54,6 +54,26 @@ class ChatSetup:
     messages: list[Message]
     close: Callable[[], Awaitable[None]]
     filters: list[Any] = dataclasses.field(default_factory=list)
+    approve: Callable[[str, Mapping[str, Any]], tuple[bool, str | None]] | None = None
+    """Answers `tool:approval`: (approved, reason). None rejects."""
+
+
+def approver(
+    decision: bool | None, *, interactive: bool
+) -> Callable[[str, Mapping[str, Any]], tuple[bool, str | None]]:
+    """`--approve` / `--reject`, else a y/n question on a terminal, else a rejection."""
+
+    def answer(name: str, arguments: Mapping[str, Any]) -> tuple[bool, str | None]:
+        if decision is not None:
+            return decision, None if decision else "rejected with --reject"
+        if not interactive:
+            return False, "no terminal to ask for approval (use --approve)"
+        from rich.prompt import Confirm
+
+        shown = ", ".join(f"{k}={v!r}" for k, v in arguments.items())
+        return Confirm.ask(f"Run [bold]{name}[/]({shown})?", default=False), None
+
+    return answer
 
 
 def chat(
@@ -82,6 +102,14 @@ def chat(
         bool, typer.Option("--json", help="Print every event as one JSON line.")
     ] = False,
     config: Annotated[Path | None, typer.Option("--config", help="A toolrelay.toml.")] = None,
+    approve: Annotated[
+        bool | None,
+        typer.Option(
+            "--approve/--reject",
+            help="Answer tools that need approval without asking (default: ask on a terminal, "
+            "else reject).",
+        ),
+    ] = None,
 ) -> None:
     """Ask the model once, run its tool calls, and show the loop as it happens."""
     err = Console(stderr=True, soft_wrap=True)
@@ -101,6 +129,7 @@ def chat(
         err.print(Text.assemble(("error:", "red"), f" {exc}"))
         raise typer.Exit(2) from None
     output: Output = JSONOutput() if as_json else RichOutput(Console())
+    setup.approve = approver(approve, interactive=sys.stdin.isatty() and not as_json)
     try:
         status = asyncio.run(drive(setup, output))
     except KeyboardInterrupt:
@@ -198,11 +227,23 @@ async def drive(setup: ChatSetup, output: Output) -> str | None:
         with output:
             async for event in relay.stream(setup.messages):
                 output.feed(event)
+                if event.type == ev.TOOL_APPROVAL:
+                    await _answer_approval(relay, setup, event)
                 if event.type == ev.CHAT_COMPLETION and event.data.get("done"):
                     status = str(event.data.get("status", "completed"))
     finally:
         await setup.close()
     return status
+
+
+async def _answer_approval(relay: Any, setup: ChatSetup, event: Event) -> None:
+    data = event.data
+    if setup.approve is None:
+        relay.approve(data["id"], False, reason="nobody to ask")
+        return
+    arguments = data.get("arguments") or {}
+    ok, reason = await asyncio.to_thread(setup.approve, str(data.get("name")), arguments)
+    relay.approve(data["id"], ok, reason=reason)
 
 
 class Output(Protocol):

@@ -354,3 +354,13 @@ async def test_returned_values_do_not_alias_stored_state(store: Store) -> None:
     fetched = (await store.get_messages(chat.id))[0]
     fetched.output.append({"type": "junk"})
     assert (await store.get_messages(chat.id))[0].output == completed_turn("original")["output"]
+
+
+@pytest.mark.anyio
+async def test_user_named_finds_the_oldest(store: Any) -> None:
+    assert await store.user_named("nobody") is None
+    first = await store.create_user("ann")
+    await store.create_user("ann")
+    await store.create_user("bob")
+    found = await store.user_named("ann")
+    assert found is not None and found.id == first.id

@@ -61,6 +61,11 @@ class MemoryStore:
         self._users[user.id] = user
         return user
 
+    async def user_named(self, name: str) -> User | None:
+        """The oldest user called `name`, if any (names are not unique)."""
+        named = [u for u in self._users.values() if u.name == name]
+        return min(named, key=lambda u: u.created_at) if named else None
+
     async def create_api_key(self, user_id: str, *, name: str = "") -> tuple[ApiKey, str]:
         key = generate_key()
         return await self.create_api_key_with_value(user_id, key, name=name), key

@@ -201,6 +201,13 @@ class SQLStore:
             session.add(row)
         return _user(row)
 
+    async def user_named(self, name: str) -> User | None:
+        """The oldest user called `name`, if any (names are not unique)."""
+        async with self._sessions() as session:
+            query = select(UserRow).where(UserRow.name == name).order_by(UserRow.created_at)
+            row = await session.scalar(query.limit(1))
+        return None if row is None else _user(row)
+
     async def create_api_key(self, user_id: str, *, name: str = "") -> tuple[ApiKey, str]:
         key = generate_key()
         return await self.create_api_key_with_value(user_id, key, name=name), key

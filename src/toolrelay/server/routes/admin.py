@@ -31,7 +31,9 @@ def key_json(key: ApiKey) -> dict[str, Any]:
 async def create_key(body: KeyCreate, svc: ServicesDep, admin: AdminDep) -> dict[str, Any]:
     user_id = admin.id
     if body.user:
-        user = await svc.store.create_user(body.user, is_admin=body.admin)
+        user = await svc.store.user_named(body.user)
+        if user is None or user.is_admin != body.admin:  # never hand out more, or less, power
+            user = await svc.store.create_user(body.user, is_admin=body.admin)
         user_id = user.id
     record, plaintext = await svc.store.create_api_key(user_id, name=body.name)
     return {**key_json(record), "key": plaintext}
