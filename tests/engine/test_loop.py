@@ -539,3 +539,20 @@ async def test_citations_and_terminal_events() -> None:
     # the next request carries the source as a citation marker, once
     user = model.requests[1].messages[-1]["content"]
     assert user.count("https://python.org") == 1 and user.endswith("find python")
+
+
+async def test_timings_record_each_model_call_and_tool_batch() -> None:
+    model = ScriptedModel(
+        reply(
+            calls=[("add", {"a": 1, "b": 2})], usage={"prompt_tokens": 3, "completion_tokens": 1}
+        ),
+        reply("3", usage={"prompt_tokens": 5, "completion_tokens": 1}),
+    )
+    result = await Relay(model, [add]).run("1+2")
+    steps = result.timings["steps"]
+    assert [s["step"] for s in steps] == ["model", "tools", "model"]
+    assert steps[0]["finish_reason"] == "tool_calls" and steps[0]["usage"]["input_tokens"] == 3
+    assert steps[1]["calls"] == 1
+    assert steps[2]["usage"]["input_tokens"] == 5
+    assert all(s["s"] >= 0 for s in steps)
+    assert result.timings["total_s"] >= sum(s["s"] for s in steps) - 1e-3

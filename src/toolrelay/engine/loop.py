@@ -92,6 +92,8 @@ class Turn:
         self.sources: list[dict[str, Any]] = []
         self._reader: BodyReader | None = None
         self._started = setup.clock()
+        self.steps: list[dict[str, Any]] = []
+        """Per model call and tool batch: what it took (saved in the turn's timings)."""
         limits = setup.limits
         self.emitter = Coalescer(
             setup.sink, window=limits.coalesce_ms / 1000, max_chunks=limits.coalesce_chunks
@@ -174,6 +176,17 @@ class Turn:
 
     async def _read(self, request: ModelRequest) -> ReadResult:
         """Read one response to its end; faults become the result's error."""
+        start = self.setup.clock()
+        read = await self._read_body(request)
+        step: dict[str, Any] = {"step": "model", "s": round(self.setup.clock() - start, 4)}
+        if read.usage:
+            step["usage"] = read.usage
+        if read.finish_reason:
+            step["finish_reason"] = read.finish_reason
+        self.steps.append(step)
+        return read
+
+    async def _read_body(self, request: ModelRequest) -> ReadResult:
         setup = self.setup
         try:
             stream = await setup.model.open(request)
@@ -220,7 +233,10 @@ class Turn:
 
     async def _run_tools(self, calls: Sequence[Item]) -> str | None:
         self.iterations += 1
+        start = self.setup.clock()
         batch = await run_batch(calls, self.tool_env, base_index=len(self.output))
+        elapsed = round(self.setup.clock() - start, 4)
+        self.steps.append({"step": "tools", "s": elapsed, "calls": len(calls)})
         by_id = {c["id"]: c for c in batch.calls}
         self.output = [
             by_id.get(i.get("id"), i) if i.get("type") == "function_call" else i
@@ -261,7 +277,7 @@ class Turn:
         note: str | None = None,
     ) -> TurnResult:
         await self.emitter.flush()
-        timings = {"total_s": round(self.setup.clock() - self._started, 4)}
+        timings = {"total_s": round(self.setup.clock() - self._started, 4), "steps": self.steps}
         return await self.setup.finisher.finish(
             self,
             status,
