@@ -25,8 +25,8 @@ SCENARIOS = ((1, 10, 50), (3, 40, 400), (1, 20, 5000), (20, 10, 20))
 
 
 @tool
-def lookup(q: str, n: int = 0) -> str:
-    """Look something up."""
+async def lookup(q: str, n: int = 0) -> str:
+    """Look something up (async: both loops call it inline, on the event loop)."""
     return f"result for {q}"
 
 
@@ -91,13 +91,8 @@ async def baseline(client: httpx.AsyncClient) -> str:
                     "function": {"name": call["name"], "arguments": arguments},
                 }
             )
-            results.append(
-                {
-                    "role": "tool",
-                    "tool_call_id": call["id"],
-                    "content": lookup.fn(**orjson.loads(arguments)),
-                }
-            )
+            content = await lookup.fn(**orjson.loads(arguments))
+            results.append({"role": "tool", "tool_call_id": call["id"], "content": content})
         messages += [assistant, *results]
 
 

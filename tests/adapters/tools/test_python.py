@@ -553,3 +553,25 @@ def test_async_callable_object() -> None:
     echo = tool(Echo())
     assert echo.spec.parameters["required"] == ["text"]
     assert run(echo.call({"text": "hi"}, ToolContext())) == "hi"
+
+
+def test_inline_sync_tools_run_on_the_loop_thread() -> None:
+    import threading
+
+    @tool(inline=True)
+    def where() -> str:
+        """Which thread."""
+        return threading.current_thread().name
+
+    @tool
+    def elsewhere() -> str:
+        """Which thread."""
+        return threading.current_thread().name
+
+    async def both() -> tuple[str, str, str]:
+        here = threading.current_thread().name
+        return here, await where.call({}, ToolContext()), await elsewhere.call({}, ToolContext())
+
+    loop_thread, inline_thread, worker_thread = asyncio.run(both())
+    assert inline_thread == loop_thread
+    assert worker_thread != loop_thread

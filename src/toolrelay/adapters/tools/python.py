@@ -341,6 +341,7 @@ class PythonTool:
         timeout: float | None = None,
         sequential: bool = False,
         requires_approval: bool = False,
+        inline: bool = False,
     ) -> None:
         tool_name: str = name or str(getattr(fn, "__name__", ""))
         if not _NAME_RE.fullmatch(tool_name):
@@ -351,6 +352,7 @@ class PythonTool:
         self.fn = fn
         self._sig = _analyse(fn, tool_name, docs.params)
         self._async = _is_async(fn)
+        self._inline = inline
         self.context_params = frozenset(self._sig.context)
         self.spec = ToolSpec(
             name=tool_name,
@@ -395,14 +397,18 @@ class PythonTool:
         return args, kwargs
 
     async def call(self, arguments: dict[str, Any], context: ToolContext) -> Any:
-        """Run the function; a sync one runs in a worker thread.
+        """Run the function; a sync one runs in a worker thread unless `inline`.
 
+        The thread keeps a blocking tool from stalling every other turn; the hop
+        costs a few hundred µs, so a quick pure function may ask to run inline.
         Cancelling the caller returns at once: the thread cannot be stopped and
         is left to finish on its own, its result dropped.
         """
         args, kwargs = self.bind(arguments, context)
         if self._async:
             result = await self.fn(*args, **kwargs)
+        elif self._inline:
+            result = self.fn(*args, **kwargs)
         else:
             result = await asyncio.to_thread(self.fn, *args, **kwargs)
         if inspect.isawaitable(result):
@@ -419,6 +425,7 @@ def tool(
     timeout: float | None = None,
     sequential: bool = False,
     requires_approval: bool = False,
+    inline: bool = False,
 ) -> PythonTool: ...
 
 
@@ -431,6 +438,7 @@ def tool(
     timeout: float | None = None,
     sequential: bool = False,
     requires_approval: bool = False,
+    inline: bool = False,
 ) -> Callable[[Callable[..., Any]], PythonTool]: ...
 
 
@@ -442,8 +450,13 @@ def tool(
     timeout: float | None = None,
     sequential: bool = False,
     requires_approval: bool = False,
+    inline: bool = False,
 ) -> PythonTool | Callable[[Callable[..., Any]], PythonTool]:
-    """Make a function a tool; use as `@tool` or `@tool(name=…, timeout=…)`."""
+    """Make a function a tool; use as `@tool` or `@tool(name=…, timeout=…)`.
+
+    `inline=True` runs a sync function on the event loop instead of a worker
+    thread: only for quick functions that never block.
+    """
 
     def wrap(func: Callable[..., Any]) -> PythonTool:
         return PythonTool(
@@ -453,6 +466,7 @@ def tool(
             timeout=timeout,
             sequential=sequential,
             requires_approval=requires_approval,
+            inline=inline,
         )
 
     return wrap if fn is None else wrap(fn)
