@@ -463,12 +463,17 @@ class Accumulator:
         return self._announce(item, self._open_index)
 
     def _announce(self, item: Item, index: int) -> Event:
-        data = {"output_index": self._offset + index, "item": copy_item(item)}
-        return Event(ev.OUTPUT_ITEM_ADDED, data)
+        return Event(ev.OUTPUT_ITEM_ADDED, self._item_data(item, index))
 
     def _done(self, index: int) -> Event:
-        data = {"output_index": self._offset + index, "item": copy_item(self._items[index])}
-        return Event(ev.OUTPUT_ITEM_DONE, data)
+        return Event(ev.OUTPUT_ITEM_DONE, self._item_data(self._items[index], index))
+
+    def _item_data(self, item: Item, index: int) -> dict[str, Any]:
+        """A snapshot for listeners; quiet, nobody looks, so it is not copied."""
+        return {
+            "output_index": self._offset + index,
+            "item": item if self._quiet else copy_item(item),
+        }
 
     def _close_open(self, status: str) -> list[Event]:
         item = self._open

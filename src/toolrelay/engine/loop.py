@@ -201,10 +201,14 @@ class Turn:
             quiet=self.emitter.discards,
         )
         dropped = False
+        emit_many, feed, acc = self.emitter.emit_many, reader.feed, reader.acc
+        listening, runs_code = not self.emitter.discards, setup.code_runner is not None
         try:
             async for chunk in stream:
-                await self.emitter.emit_many(reader.feed(chunk))
-                if reader.acc.code_closed and setup.code_runner is not None:
+                events = feed(chunk)
+                if events and listening:
+                    await emit_many(events)
+                if runs_code and acc.code_closed:
                     reader.stop()  # run the block now; the rest of the stream is not read
                 if reader.stopped:
                     break

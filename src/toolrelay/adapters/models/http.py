@@ -262,6 +262,7 @@ class HTTPModelStream:
         # idle/total timeouts: one watchdog timer re-armed lazily, not a timeout per chunk
         self._watch: asyncio.TimerHandle | None = None
         self._task: asyncio.Task[Any] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._last = 0.0
         self._waiting = False
         self._expired: ProviderError | None = None
@@ -279,9 +280,11 @@ class HTTPModelStream:
         if self._expired is not None:  # the total timeout passed between two reads
             await self.aclose()
             raise self._expired
-        loop = asyncio.get_running_loop()
+        loop = self._loop
+        if loop is None:  # the first read: the reading task and loop are fixed from here on
+            loop = self._loop = asyncio.get_running_loop()
+            self._task = asyncio.current_task()
         self._last = loop.time()
-        self._task = asyncio.current_task()
         if self._watch is None:
             self._arm(loop)
         self._waiting = True
