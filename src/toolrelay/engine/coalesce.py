@@ -2,8 +2,9 @@
 
 Text, reasoning and argument deltas of the same item and part are joined
 until `window` seconds or `max_chunks` deltas have passed, or another event
-comes; a timer flushes what waits when the upstream pauses. A window of 0
-passes every event straight through. Order is kept exactly.
+comes; a timer flushes what waits when the upstream pauses. The first delta
+of each item is sent at once, so coalescing never delays a first token. A
+window of 0 passes every event straight through. Order is kept exactly.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from toolrelay.core.events import DELTA_EVENTS, Event
 from toolrelay.engine.interfaces import EventSink
@@ -32,6 +34,7 @@ class Coalescer:
         self._max = max(1, max_chunks)
         self._clock = clock
         self._pending: Event | None = None
+        self._started: set[Any] = set()
         self._pieces: list[str] = []
         self._since = 0.0
         self._lock = asyncio.Lock()
@@ -79,6 +82,11 @@ class Coalescer:
                     await self.flush()
                 return
             await self.flush()
+            item = event.data.get("item_id")
+            if item not in self._started:  # an item's first delta goes out at once: first token
+                self._started.add(item)
+                await self._send(event)
+                return
             self._pending, self._pieces, self._since = event, [event.data["delta"]], self._clock()
             self._arm()
             return

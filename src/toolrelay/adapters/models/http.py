@@ -362,6 +362,10 @@ class _Retryable:
     retry_after: float | None = None
 
 
+MAX_CONNECTIONS: Final = 4096
+"""Concurrent upstream responses per client: one per chat being answered."""
+
+
 class ModelHTTP:
     """POSTs JSON bodies to a model server and hands back `HTTPModelStream`s (see module doc)."""
 
@@ -387,6 +391,9 @@ class ModelHTTP:
             self._client = httpx.AsyncClient(
                 transport=self._transport,
                 timeout=httpx.Timeout(connect=t.connect, read=None, write=None, pool=t.connect),
+                # httpx's default (100 connections, 20 kept alive) queues a busy server's
+                # streams behind each other and reconnects most requests
+                limits=httpx.Limits(max_connections=MAX_CONNECTIONS, max_keepalive_connections=256),
                 follow_redirects=True,
             )
         return self._client
