@@ -15,8 +15,9 @@ Rules:
    has been handed out nothing is ever retried.
 3. Timeouts: `connect` is httpx's; `first_byte` covers status line, headers
    and the first chunk; `idle` is the longest gap between chunks; `total`
-   bounds everything, retries included. They are `asyncio.timeout`s around
-   each read, so a stalled server cannot hold a turn forever.
+   bounds everything, retries included. Idle and total are watched by one
+   timer per stream (re-armed lazily, not a timeout per chunk), so a stalled
+   server cannot hold a turn forever.
 4. A stream that ends, fails or is closed releases its connection at once
    (back to the pool if the body was read to the end, dropped otherwise).
 """
@@ -24,9 +25,7 @@ Rules:
 from __future__ import annotations
 
 import asyncio
-import html
 import random
-import re
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
@@ -36,6 +35,12 @@ from typing import Any, Final
 import httpx
 import orjson
 
+from toolrelay.adapters.models.errors import (
+    describe,
+    error_from_response,
+    lost_connection,
+    timeout_error,
+)
 from toolrelay.errors import ProviderError
 
 __all__ = [
@@ -54,11 +59,7 @@ __all__ = [
 ]
 
 RETRY_STATUSES: Final = frozenset({429, 500, 502, 503, 504})
-_SNIPPET: Final = 200
 _ERROR_BODY_LIMIT: Final = 65536
-_HTML_SKIP = re.compile(r"<(script|style)\b.*?</\1\s*>", re.I | re.S)
-_HTML_TAG = re.compile(r"<[^>]*>")
-_SPACE = re.compile(r"\s+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,15 +108,6 @@ def _json_default(obj: object) -> object:
     if isinstance(obj, tuple | list | set | frozenset):
         return list(obj)
     raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
-
-
-def _seconds(value: float) -> str:
-    return f"{value:g}"
-
-
-def _describe(exc: BaseException) -> str:
-    """httpx errors sometimes have an empty str(); the class name still says something."""
-    return str(exc) or type(exc).__name__
 
 
 def body_format(content_type: str | None, *, stream: bool) -> str:
@@ -174,59 +166,6 @@ def retry_delay(
     return max(0.0, base * (1 + retry.jitter * (2 * rand() - 1)))
 
 
-def _html_text(text: str) -> str:
-    text = _HTML_TAG.sub(" ", _HTML_SKIP.sub(" ", text))
-    return _SPACE.sub(" ", html.unescape(text)).strip()
-
-
-def _json_message(data: Any) -> str | None:
-    """The message in OpenAI `{"error": {"message"}}`, Ollama `{"error": "…"}` and kin."""
-    if not isinstance(data, dict):
-        return None
-    error = data.get("error")
-    if isinstance(error, dict):
-        for key in ("message", "detail", "type", "code"):
-            if isinstance(error.get(key), str) and error[key]:
-                return str(error[key])
-    if isinstance(error, str) and error:
-        return error
-    for key in ("message", "detail"):
-        if isinstance(data.get(key), str) and data[key]:
-            return str(data[key])
-    return None
-
-
-def error_from_response(
-    status: int, body: bytes, content_type: str | None = None, reason: str = ""
-) -> ProviderError:
-    """`ProviderError("Model server returned 401: Incorrect API key provided", …)`."""
-    text = body.decode("utf-8", "replace")
-    parsed: Any = text
-    message: str | None = None
-    try:
-        parsed = orjson.loads(body)
-        message = _json_message(parsed)
-    except orjson.JSONDecodeError:
-        pass
-    if message is None:
-        is_html = "html" in (content_type or "").lower() or text.lstrip().startswith("<")
-        message = (_html_text(text) if is_html else text.strip())[:_SNIPPET]
-    message = message or reason or "no details"
-    return ProviderError(f"Model server returned {status}: {message}", status=status, body=parsed)
-
-
-def _timeout_error(seconds: float, *, total: bool) -> ProviderError:
-    if total:
-        return ProviderError(
-            f"Model server timed out: no complete response within {_seconds(seconds)} s"
-        )
-    return ProviderError(f"Model server timed out: no data for {_seconds(seconds)} s")
-
-
-def _lost(exc: BaseException) -> ProviderError:
-    return ProviderError(f"Connection to the model server was lost mid-response: {_describe(exc)}")
-
-
 @dataclass(frozen=True, slots=True)
 class _Deadlines:
     """Loop-clock deadlines for one response; picks the nearer of a phase and the total."""
@@ -238,8 +177,8 @@ class _Deadlines:
         at = loop.time() + phase
         if self.total_at is not None and self.total_at <= at:
             assert self.timeouts.total is not None
-            return self.total_at, _timeout_error(self.timeouts.total, total=True)
-        return at, _timeout_error(phase, total=False)
+            return self.total_at, timeout_error(self.timeouts.total, total=True)
+        return at, timeout_error(phase, total=False)
 
 
 class HTTPModelStream:
@@ -301,7 +240,7 @@ class HTTPModelStream:
             raise expired from None
         except httpx.TransportError as exc:
             await self.aclose()
-            raise _lost(exc) from exc
+            raise lost_connection(exc) from exc
         finally:
             self._waiting = False
 
@@ -331,7 +270,7 @@ class HTTPModelStream:
         else:
             timeouts = self._deadlines.timeouts
             seconds = timeouts.total if total and timeouts.total else timeouts.idle
-            self._expired = _timeout_error(seconds, total=total)
+            self._expired = timeout_error(seconds, total=total)
             if self._waiting and self._task is not None:
                 self._task.cancel()
 
@@ -440,10 +379,10 @@ class ModelHTTP:
         except TimeoutError:
             raise on_timeout from None
         except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
-            message = f"Cannot connect to the model server at {url}: {_describe(exc)}"
+            message = f"Cannot connect to the model server at {url}: {describe(exc)}"
             return _Retryable(ProviderError(message))
         except httpx.TransportError as exc:
-            raise ProviderError(f"Model server request failed: {_describe(exc)}") from exc
+            raise ProviderError(f"Model server request failed: {describe(exc)}") from exc
         try:
             if not response.is_success:
                 return await self._failure(response, deadlines)
@@ -469,7 +408,7 @@ class ModelHTTP:
         except TimeoutError:
             raise on_timeout from None
         except httpx.TransportError as exc:
-            raise _lost(exc) from exc
+            raise lost_connection(exc) from exc
         fmt = body_format(response.headers.get("content-type"), stream=stream)
         result = HTTPModelStream(response, chunks, first, fmt, deadlines)
         if first is None:
