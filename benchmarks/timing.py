@@ -1,19 +1,9 @@
-"""Shared timing helpers: best-of-N wall and CPU time, robust on noisy machines."""
+"""Shared timing helper: best-of-N wall time, alternating the contenders (noisy machines)."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-
-
-def best_of(fn: Callable[[], object], repeat: int) -> float:
-    """The fastest of `repeat` runs, in seconds of process CPU time."""
-    best = float("inf")
-    for _ in range(repeat):
-        start = time.process_time()
-        fn()
-        best = min(best, time.process_time() - start)
-    return best
 
 
 def interleaved(fns: dict[str, Callable[[], object]], repeat: int) -> dict[str, float]:

@@ -16,11 +16,6 @@ from toolrelay.core.ids import new_id
 Status = Literal["in_progress", "completed", "incomplete", "failed"]
 
 
-class TextPart(TypedDict):
-    type: str  # "output_text" for messages/reasoning, "summary_text" for summaries
-    text: str
-
-
 class MessageItem(TypedDict):
     type: Literal["message"]
     id: str

@@ -38,9 +38,6 @@ class PendingCalls:
         future.set_result(value)
         return True
 
-    def waiting(self) -> list[str]:
-        return [k for k, f in self._futures.items() if not f.done()]
-
     async def wait(self, key: str, limit: float) -> Any:
         """Await the answer for `key`; raises TimeoutError after `limit` seconds."""
         future = self.expect(key)
