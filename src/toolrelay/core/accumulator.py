@@ -351,8 +351,7 @@ class Accumulator:
         `owned`: the caller hands `event` over (a freshly parsed chunk), so a buffered
         delta's dict is reused as its forwarded event's data instead of copied.
         """
-        self._responses_mode = True
-        if self._deltas.take(event, self._items):
+        if self._deltas.take(event, self._items):  # only after a structural event: mode is set
             if self._quiet:
                 return []
             if not owned:
@@ -361,6 +360,7 @@ class Accumulator:
             event.pop("sequence_number", None)
             event["output_index"] += self._offset
             return [Event(kind, event)]
+        self._responses_mode = True
         out: list[Event] = []
         self._items, meta = reduce_event(event, self._deltas.fold(self._items))
         index = event.get("output_index")

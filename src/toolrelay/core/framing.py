@@ -101,17 +101,15 @@ class SSEDecoder:
                 if data == b"[DONE]":
                     return self._stop(frames)
                 frames.append((data, None, self.last_event_id, None))
-            elif block[:7] == b"event: " and block.count(b"\n") == 1:
-                # the Responses API shape: `event: <type>` then one `data: ` line
-                head, _, line = block.partition(b"\n")
-                if line[:6] != b"data: ":
-                    frame = self._block(block)
-                    if frame is not None:
-                        frames.append(frame)
-                    continue
-                if line[6:] == b"[DONE]":
+            elif (
+                block[:7] == b"event: "
+                and block[(nl := block.find(b"\n")) + 1 : nl + 7] == b"data: "
+                and block.find(b"\n", nl + 1) < 0
+            ):  # the Responses API shape: `event: <type>` then one `data: ` line
+                data = block[nl + 7 :]
+                if data == b"[DONE]":
                     return self._stop(frames)
-                frames.append((line[6:], head[7:], self.last_event_id, None))
+                frames.append((data, block[7:nl], self.last_event_id, None))
             elif block:
                 frame = self._block(block)
                 if frame is not None:

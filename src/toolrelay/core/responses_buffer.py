@@ -34,23 +34,23 @@ class DeltaBuffer:
         self._pending: dict[Key, list[str]] = {}
         # (type, output index, part index, pieces) of the last delta taken: the next one
         # usually continues it, and items cannot change until the next `fold`
-        self._last: tuple[Any, Any, Any, list[str]] | None = None
+        self._last: tuple[Any, Any, Any, list[str], str | None] | None = None
 
     def take(self, event: dict[str, Any], items: list[Item]) -> bool:
         """Buffer `event` if it is a plain delta for an existing item and part."""
         last, kind = self._last, event.get("type")
-        shape = _FAST.get(kind)  # type: ignore[arg-type]
-        if shape is None:
-            return False
-        if last is not None and kind == last[0]:
+        if last is not None and kind == last[0]:  # the hot path: more of the same part
             delta = event.get("delta")
             if (
                 delta.__class__ is str
                 and event.get("output_index") == last[1]
-                and (shape[2] is None or event.get(shape[2], 0) == last[2])
+                and (last[4] is None or event.get(last[4], 0) == last[2])
             ):
                 last[3].append(delta)
                 return True
+        shape = _FAST.get(kind)  # type: ignore[arg-type]
+        if shape is None:
+            return False
         index, delta = event.get("output_index"), event.get("delta")
         if index.__class__ is not int or delta.__class__ is not str or not 0 <= index < len(items):
             return False
@@ -77,7 +77,7 @@ class DeltaBuffer:
             pieces = self._pending[key] = [delta]
         else:
             pieces.append(delta)
-        self._last = (kind, index, key[2], pieces)
+        self._last = (kind, index, key[2], pieces, index_key)
         return True
 
     def fold(self, items: list[Item]) -> list[Item]:
