@@ -282,3 +282,35 @@ def test_unreachable_upstream_is_reported_per_request(running: Running) -> None:
         )
     assert info.value.status_code == 502
     assert "Incorrect API key provided" in str(info.value)
+
+
+def test_sampling_params_reach_the_upstream(running: Running) -> None:
+    running.upstream.route(CHAT, call_reply("add", {"a": 1, "b": 1}), text_reply("2"))
+    sdk(running).chat.completions.create(
+        model="fake",
+        messages=[{"role": "user", "content": "1+1"}],
+        temperature=0.25,
+        max_tokens=64,
+        seed=7,
+    )
+    for request in running.upstream.requests:  # every model call of the turn
+        sent = request.json
+        assert (sent["temperature"], sent["max_tokens"], sent["seed"]) == (0.25, 64, 7)
+        assert "toolrelay_events" not in sent
+
+
+def test_n_above_one_is_refused(running: Running) -> None:
+    with pytest.raises(openai.BadRequestError) as info:
+        sdk(running).chat.completions.create(
+            model="fake", messages=[{"role": "user", "content": "x"}], n=2
+        )
+    assert "n=1" in str(info.value)
+    assert running.upstream.requests == []
+
+
+def test_responses_sampling_params_are_renamed_for_a_chat_upstream(running: Running) -> None:
+    running.upstream.route(CHAT, text_reply("ok"))
+    sdk(running).responses.create(model="fake", input="hi", temperature=0.5, max_output_tokens=32)
+    sent = running.upstream.requests[0].json
+    assert (sent["temperature"], sent["max_tokens"]) == (0.5, 32)
+    assert "max_output_tokens" not in sent

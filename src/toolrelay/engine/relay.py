@@ -81,6 +81,7 @@ class Relay:
         sources: Sequence[Mapping[str, Any]] = (),
         extra_tools: Iterable[Tool] = (),
         deferred: Iterable[str] = (),
+        params: Mapping[str, Any] | None = None,
     ) -> TurnResult:
         """Run one turn to its end. Cancelling the task saves the partial turn, then re-raises."""
         history = _as_messages(messages)
@@ -119,7 +120,7 @@ class Relay:
                 event_emitter=_emitter(sink),
                 event_call=self._caller(sink),
             ),
-            params=self.params,
+            params={**self.params, **(params or {})},
             tags=self.tags,
             code_runner=self.code_runner,
             rag=take_snapshot(history, sources) if sources else None,

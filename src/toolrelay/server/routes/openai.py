@@ -49,6 +49,7 @@ async def chat_completions(
     relay = svc.turns.relay_for(route)
     messages = [m.model_dump(exclude_none=True) for m in body.messages]
     run_args = turn_args(user, body.tools)
+    run_args["params"] = sampling_params(body)
     if body.stream:
         chunks = _stream(relay.stream(messages, **run_args), body, route)
         return StreamingResponse(chunks, media_type="text/event-stream", headers=SSE_HEADERS)
@@ -56,6 +57,18 @@ async def chat_completions(
     if result.status == "failed":  # even with partial text: a cut answer must not look whole
         raise APIError(502, result.error or "The model server failed.", type="upstream_error")
     return JSONBody(completion(result, route))
+
+
+_OURS = frozenset({"model", "messages", "stream", "stream_options", "tools", "toolrelay_events"})
+
+
+def sampling_params(body: ChatCompletionRequest) -> dict[str, Any]:
+    """What the client asked of the model itself (temperature, max_tokens, tool_choice …),
+    passed through to every model call of the turn."""
+    extra = body.model_extra or {}
+    if extra.get("n") not in (None, 1):
+        raise APIError(400, "Only n=1 is supported.", param="n", code="unsupported_value")
+    return {k: v for k, v in extra.items() if k not in _OURS and k != "n"}
 
 
 def completion(result: TurnResult, route: str) -> dict[str, Any]:

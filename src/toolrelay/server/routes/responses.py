@@ -43,6 +43,7 @@ async def responses(
     messages = input_messages(body.input, body.instructions)
     relay = svc.turns.relay_for(route)
     run_args = turn_args(user, [t for t in body.tools or () if t.type == "function" and t.name])
+    run_args["params"] = sampling_params(body, svc.registry.routes[route].kind)
     shell = _Shell(route)
     if body.stream:
         stream = _events(relay.stream(messages, **run_args), shell)
@@ -53,6 +54,16 @@ async def responses(
     return JSONBody(
         shell.response(_status(result.status), result.output, result.usage, result.error)
     )
+
+
+def sampling_params(body: ResponsesRequest, kind: str) -> dict[str, Any]:
+    """Temperature, top_p and the output limit, named as the route's upstream API names them."""
+    extra = body.model_extra or {}
+    params = {k: extra[k] for k in ("temperature", "top_p") if extra.get(k) is not None}
+    limit = extra.get("max_output_tokens")
+    if limit is not None:
+        params["max_output_tokens" if kind == "openai-responses" else "max_tokens"] = limit
+    return params
 
 
 def input_messages(
