@@ -1,0 +1,59 @@
+"""Units of the engine that the loop tests reach only on their happy paths."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from toolrelay.engine.interpreter import SubprocessRunner
+from toolrelay.engine.limits import RunLimits
+from toolrelay.engine.pending import PendingCalls
+from toolrelay.errors import ConfigError
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_subprocess_runner_output_errors_and_timeout() -> None:
+    runner = SubprocessRunner(timeout=5)
+    ok = await runner.run("import sys; print('out'); print('err', file=sys.stderr)", "python")
+    assert ok == {"stdout": "out\n", "stderr": "err\n", "exit_code": 0}
+    failed = await runner.run("raise SystemExit(3)", "py")
+    assert failed["exit_code"] == 3
+    other = await runner.run("console.log(1)", "javascript")
+    assert other["error"] == "Unsupported language: javascript" and other["exit_code"] is None
+    slow = await SubprocessRunner(timeout=0.3).run("import time; time.sleep(30)", "python")
+    assert slow["error"] == "Execution timed out after 0.3 s."
+
+
+async def test_pending_answers_before_and_after_the_question() -> None:
+    pending = PendingCalls()
+    assert pending.resolve("early", 1) is True  # kept until asked for
+    assert pending.resolve("early", 2) is False  # an answer is given once
+    assert await pending.wait("early", 1) == 1
+    waiter = asyncio.create_task(pending.wait("late", 1))
+    await asyncio.sleep(0)
+    assert pending.resolve("late", "x") is True
+    assert await waiter == "x"
+    with pytest.raises(TimeoutError):
+        await pending.wait("never", 0.01)
+
+
+@pytest.mark.parametrize("raw", ["abc", "0", "-2"])
+def test_bad_iteration_cap_in_the_environment_is_a_config_error(
+    raw: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CHAT_RESPONSE_MAX_TOOL_CALL_ITERATIONS", raw)
+    with pytest.raises(ConfigError, match="CHAT_RESPONSE_MAX_TOOL_CALL_ITERATIONS"):
+        RunLimits()
+
+
+def test_limits_are_checked() -> None:
+    with pytest.raises(ConfigError):
+        RunLimits(max_iterations=0)
+    with pytest.raises(ConfigError):
+        RunLimits(max_concurrency=0)
+    with pytest.raises(ConfigError):
+        RunLimits(on_cap="explode")  # type: ignore[arg-type]
+    assert RunLimits(repeat_warn=4).stop_after_repeats == 8
+    assert RunLimits(repeat_warn=4, repeat_stop=0).stop_after_repeats == 0
