@@ -7,6 +7,7 @@ what to fix.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import orjson
@@ -15,6 +16,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+log = logging.getLogger("toolrelay.server")
 
 _TYPES = {
     400: "invalid_request_error",
@@ -110,10 +113,17 @@ async def _http_error(_: Request, exc: Exception) -> JSONBody:
     return error_response(APIError(exc.status_code, message))
 
 
+async def _unexpected(_: Request, exc: Exception) -> JSONBody:
+    log.exception("unhandled error", exc_info=exc)
+    message = f"Internal error ({type(exc).__name__}); the server log has the details."
+    return error_response(APIError(500, message, type="server_error", code="internal_error"))
+
+
 def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, _validation)
     app.add_exception_handler(APIError, _api_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(Exception, _unexpected)
 
 
 class _TooLarge(Exception):

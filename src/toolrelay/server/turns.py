@@ -123,6 +123,14 @@ class TurnManager:
                 running.listener.cancel()
 
     async def _listen(self, chat_id: str, relay: Relay, task: asyncio.Task[Any]) -> None:
+        try:
+            await self._follow_control(chat_id, relay, task)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # the bus went away: the turn runs on, unreachable for control
+            log.exception("control channel of chat %s failed", chat_id)
+
+    async def _follow_control(self, chat_id: str, relay: Relay, task: asyncio.Task[Any]) -> None:
         async for message in self.bus.control(channel(chat_id)):
             op = message.get("op")
             if op == "cancel":
