@@ -556,3 +556,12 @@ async def test_timings_record_each_model_call_and_tool_batch() -> None:
     assert steps[2]["usage"]["input_tokens"] == 5
     assert all(s["s"] >= 0 for s in steps)
     assert result.timings["total_s"] >= sum(s["s"] for s in steps) - 1e-3
+
+
+async def test_text_around_a_tool_call_is_kept_apart() -> None:
+    model = ScriptedModel(
+        reply("Let me check.", calls=[("add", {"a": 1, "b": 1})]),
+        reply("It is 2."),
+    )
+    result = await Relay(model, [add]).run("1+1")
+    assert result.text == "Let me check.\n\nIt is 2."

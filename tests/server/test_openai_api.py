@@ -314,3 +314,22 @@ def test_responses_sampling_params_are_renamed_for_a_chat_upstream(running: Runn
     sent = running.upstream.requests[0].json
     assert (sent["temperature"], sent["max_tokens"]) == (0.5, 32)
     assert "max_output_tokens" not in sent
+
+
+def test_text_before_and_after_server_tools_streams_like_the_whole_answer(running: Running) -> None:
+    before = SSEReply(
+        chat_chunks(text="Let me add.", tool_calls=[ToolCallSpec("add", {"a": 1, "b": 1}, id="c1")])
+    )
+    running.upstream.route(CHAT, before, text_reply("It is 2."))
+    stream = sdk(running).chat.completions.create(
+        model="fake", messages=[{"role": "user", "content": "1+1"}], stream=True
+    )
+    streamed = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+    before = SSEReply(
+        chat_chunks(text="Let me add.", tool_calls=[ToolCallSpec("add", {"a": 1, "b": 1}, id="c2")])
+    )
+    running.upstream.route(CHAT, before, text_reply("It is 2."))
+    whole = sdk(running).chat.completions.create(
+        model="fake", messages=[{"role": "user", "content": "1+1"}]
+    )
+    assert streamed == whole.choices[0].message.content == "Let me add.\n\nIt is 2."

@@ -138,8 +138,10 @@ def item_text(item: Item) -> str:
 
 
 def output_text(output: list[Item]) -> str:
-    """The visible text of a turn: its message items' text, in order."""
-    return "".join(item_text(i) for i in output if i.get("type") == "message")
+    """The visible text of a turn: its message items' text, in order, a blank line between
+    two (text before and after a tool call or a think block would run together otherwise)."""
+    texts = (item_text(i) for i in output if i.get("type") == "message")
+    return "\n\n".join(t for t in texts if t)
 
 
 def copy_item(item: Item) -> Item:

@@ -163,10 +163,16 @@ async def _stream(
 ) -> AsyncIterator[bytes]:
     chunks = _Chunks(route)
     yield chunks.delta({"role": "assistant", "content": ""})
+    text_item: str | None = None  # the message item whose text is streaming
     async for event in events:
         kind = event.type
         if kind == ev.OUTPUT_TEXT_DELTA:
-            yield chunks.delta({"content": event.data["delta"]})
+            delta = event.data["delta"]
+            if event.data["item_id"] != text_item:
+                if text_item is not None:  # as `output_text` joins message items
+                    delta = "\n\n" + delta
+                text_item = event.data["item_id"]
+            yield chunks.delta({"content": delta})
         elif kind == ev.REASONING_TEXT_DELTA:
             yield chunks.delta({"reasoning_content": event.data["delta"]})
         elif kind == ev.CHAT_COMPLETION and event.data.get("done"):
