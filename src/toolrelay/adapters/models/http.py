@@ -41,11 +41,13 @@ from toolrelay.adapters.models.errors import (
     lost_connection,
     timeout_error,
 )
+from toolrelay.engine.interfaces import ModelRequest
 from toolrelay.errors import ProviderError
 
 __all__ = [
     "DEFAULT_RETRY",
     "DEFAULT_TIMEOUTS",
+    "HTTPModelClient",
     "HTTPModelStream",
     "ModelHTTP",
     "Retry",
@@ -446,3 +448,38 @@ class ModelHTTP:
         }
         headers.update(self.headers)
         return headers
+
+
+class HTTPModelClient:
+    """What every HTTP model client shares: where it posts, its defaults, one connection pool.
+
+    Subclasses build the request body for their API (`body`); opening and
+    closing are the same for all of them.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        model: str,
+        stream: bool,
+        params: Mapping[str, Any] | None,
+        headers: Mapping[str, str],
+        timeouts: Timeouts,
+        retry: Retry,
+        transport: httpx.AsyncBaseTransport | None,
+    ) -> None:
+        self.url = url
+        self.model = model
+        self.stream = stream
+        self.params = dict(params or {})
+        self.http = ModelHTTP(headers=headers, timeouts=timeouts, retry=retry, transport=transport)
+
+    def body(self, request: ModelRequest) -> dict[str, Any]:
+        raise NotImplementedError
+
+    async def open(self, request: ModelRequest) -> HTTPModelStream:
+        return await self.http.post(self.url, self.body(request), stream=self.stream)
+
+    async def aclose(self) -> None:
+        await self.http.aclose()

@@ -24,8 +24,7 @@ import orjson
 from toolrelay.adapters.models.http import (
     DEFAULT_RETRY,
     DEFAULT_TIMEOUTS,
-    HTTPModelStream,
-    ModelHTTP,
+    HTTPModelClient,
     Retry,
     Timeouts,
 )
@@ -107,7 +106,7 @@ def _root(base_url: str) -> str:
     return root
 
 
-class Ollama:
+class Ollama(HTTPModelClient):
     """A `ModelClient` for Ollama's native chat API."""
 
     def __init__(
@@ -124,18 +123,18 @@ class Ollama:
         retry: Retry = DEFAULT_RETRY,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        self.url = f"{_root(base_url)}/api/chat"
-        self.model = model
-        self.stream = stream
-        self.think = think
-        self.params = dict(params or {})
         auth = {"authorization": f"Bearer {api_key}"} if api_key else {}
-        self.http = ModelHTTP(
+        super().__init__(
+            f"{_root(base_url)}/api/chat",
+            model=model,
+            stream=stream,
+            params=params,
             headers=auth | dict(headers or {}),
             timeouts=timeouts,
             retry=retry,
             transport=transport,
         )
+        self.think = think
 
     def body(self, request: ModelRequest) -> dict[str, Any]:
         """The JSON body for `request`; client params first, the request's win."""
@@ -155,9 +154,3 @@ class Ollama:
         if options:
             body["options"] = options
         return body
-
-    async def open(self, request: ModelRequest) -> HTTPModelStream:
-        return await self.http.post(self.url, self.body(request), stream=self.stream)
-
-    async def aclose(self) -> None:
-        await self.http.aclose()

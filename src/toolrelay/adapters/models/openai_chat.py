@@ -16,8 +16,7 @@ import httpx
 from toolrelay.adapters.models.http import (
     DEFAULT_RETRY,
     DEFAULT_TIMEOUTS,
-    HTTPModelStream,
-    ModelHTTP,
+    HTTPModelClient,
     Retry,
     Timeouts,
     bearer_headers,
@@ -29,7 +28,7 @@ from toolrelay.engine.interfaces import ModelRequest
 __all__ = ["OpenAIChat"]
 
 
-class OpenAIChat:
+class OpenAIChat(HTTPModelClient):
     """A `ModelClient` for any OpenAI-compatible Chat Completions server."""
 
     def __init__(
@@ -47,18 +46,18 @@ class OpenAIChat:
         retry: Retry = DEFAULT_RETRY,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        self.url = v1_url(base_url, "chat/completions")
-        self.model = model
-        self.stream = stream
-        self.include_usage = include_usage
-        self.reasoning_replay: ReasoningReplay = reasoning_replay
-        self.params = dict(params or {})
-        self.http = ModelHTTP(
+        super().__init__(
+            v1_url(base_url, "chat/completions"),
+            model=model,
+            stream=stream,
+            params=params,
             headers=bearer_headers(api_key, headers),
             timeouts=timeouts,
             retry=retry,
             transport=transport,
         )
+        self.include_usage = include_usage
+        self.reasoning_replay: ReasoningReplay = reasoning_replay
 
     def body(self, request: ModelRequest) -> dict[str, Any]:
         """The JSON body for `request`: client params first, then the request's, win last."""
@@ -72,9 +71,3 @@ class OpenAIChat:
         body.update(self.params)
         body.update(request.params)
         return body
-
-    async def open(self, request: ModelRequest) -> HTTPModelStream:
-        return await self.http.post(self.url, self.body(request), stream=self.stream)
-
-    async def aclose(self) -> None:
-        await self.http.aclose()

@@ -24,8 +24,7 @@ import httpx
 from toolrelay.adapters.models.http import (
     DEFAULT_RETRY,
     DEFAULT_TIMEOUTS,
-    HTTPModelStream,
-    ModelHTTP,
+    HTTPModelClient,
     Retry,
     Timeouts,
     bearer_headers,
@@ -131,7 +130,7 @@ def responses_tool(tool: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-class OpenAIResponses:
+class OpenAIResponses(HTTPModelClient):
     """A `ModelClient` for the OpenAI Responses API."""
 
     def __init__(
@@ -148,17 +147,17 @@ class OpenAIResponses:
         retry: Retry = DEFAULT_RETRY,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        self.url = v1_url(base_url, "responses")
-        self.model = model
-        self.stream = stream
-        self.stateful = stateful
-        self.params = dict(params or {})
-        self.http = ModelHTTP(
+        super().__init__(
+            v1_url(base_url, "responses"),
+            model=model,
+            stream=stream,
+            params=params,
             headers=bearer_headers(api_key, headers),
             timeouts=timeouts,
             retry=retry,
             transport=transport,
         )
+        self.stateful = stateful
 
     def body(self, request: ModelRequest) -> dict[str, Any]:
         """The JSON body for `request` (module doc: stateless vs stateful)."""
@@ -180,9 +179,3 @@ class OpenAIResponses:
         body.update(self.params)
         body.update(request.params)
         return body
-
-    async def open(self, request: ModelRequest) -> HTTPModelStream:
-        return await self.http.post(self.url, self.body(request), stream=self.stream)
-
-    async def aclose(self) -> None:
-        await self.http.aclose()
