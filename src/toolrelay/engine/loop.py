@@ -14,6 +14,7 @@ a response, running a batch and finishing are separate units. Invariants:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -45,6 +46,7 @@ from toolrelay.engine.interfaces import (
     Message,
     ModelClient,
     ModelRequest,
+    ModelStream,
     Tool,
     ToolContext,
 )
@@ -210,7 +212,9 @@ class Turn:
                     await emit_many(events)
                 if runs_code and acc.code_closed:
                     reader.stop()  # run the block now; the rest of the stream is not read
-                if reader.stopped:
+                    break
+                if reader.stopped:  # `[DONE]`: read the little that is left, so the
+                    await _drain(stream)  # connection goes back to the pool, not closed
                     break
         except ProviderError as exc:
             dropped = True
@@ -307,6 +311,21 @@ class Turn:
         ]
         await self.emitter.emit(Event(ev.CHAT_TASKS_CANCEL, {}))
         await self._finish("cancelled", "Cancelled.")
+
+
+DRAIN_BYTES = 65536
+DRAIN_SECONDS = 0.5
+
+
+async def _drain(stream: ModelStream) -> None:
+    """Read what follows the end of a response (normally just the chunked terminator)."""
+    left = DRAIN_BYTES
+    with contextlib.suppress(TimeoutError, ProviderError):
+        async with asyncio.timeout(DRAIN_SECONDS):
+            async for chunk in stream:
+                left -= len(chunk)
+                if left < 0:
+                    return
 
 
 def _error_event(message: str) -> Event:

@@ -7,6 +7,7 @@ at once, other workers see it within `ttl` seconds.
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 from fastapi import Request
@@ -16,17 +17,33 @@ from toolrelay.server.errors import APIError
 
 
 class KeyCache:
+    """Recent key → user answers; concurrent lookups of one key share one query."""
+
     def __init__(self, store: Store, *, ttl: float = 10.0) -> None:
         self._store = store
         self._ttl = ttl
         self._cache: dict[str, tuple[float, User | None]] = {}
+        self._inflight: dict[str, asyncio.Future[User | None]] = {}
 
     async def user(self, key: str) -> User | None:
         now = time.monotonic()
         hit = self._cache.get(key)
         if hit is not None and now - hit[0] < self._ttl:
             return hit[1]
-        user = await self._store.user_for_key(key)
+        waiting = self._inflight.get(key)
+        if waiting is not None:  # a burst of requests with one key: one query, not one each
+            return await asyncio.shield(waiting)
+        future: asyncio.Future[User | None] = asyncio.get_running_loop().create_future()
+        self._inflight[key] = future
+        try:
+            user = await self._store.user_for_key(key)
+        except BaseException as exc:
+            future.set_exception(exc)
+            future.exception()  # retrieved here: the waiters re-raise it themselves
+            raise
+        finally:
+            del self._inflight[key]
+        future.set_result(user)
         if len(self._cache) > 10_000:
             self._cache.clear()
         self._cache[key] = (now, user)

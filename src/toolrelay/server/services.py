@@ -48,13 +48,18 @@ class Services:
         return name
 
 
-def services(request: Request) -> Services:
+def _services(request: Request) -> Services:
     svc: Services = request.app.state.services
     return svc
 
 
+async def services(request: Request) -> Services:
+    """A dependency; async, since FastAPI runs sync dependencies in a worker thread."""
+    return _services(request)
+
+
 async def current_user(request: Request) -> User:
-    return await authenticate(request, services(request).keys)
+    return await authenticate(request, _services(request).keys)
 
 
 ServicesDep = Annotated[Services, Depends(services)]
