@@ -14,7 +14,6 @@ a response, running a batch and finishing are separate units. Invariants:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -46,7 +45,6 @@ from toolrelay.engine.interfaces import (
     Message,
     ModelClient,
     ModelRequest,
-    ModelStream,
     Tool,
     ToolContext,
 )
@@ -213,8 +211,7 @@ class Turn:
                 if runs_code and acc.code_closed:
                     reader.stop()  # run the block now; the rest of the stream is not read
                     break
-                if reader.stopped:  # `[DONE]`: read the little that is left, so the
-                    await _drain(stream)  # connection goes back to the pool, not closed
+                if reader.stopped:
                     break
         except ProviderError as exc:
             dropped = True
@@ -311,21 +308,6 @@ class Turn:
         ]
         await self.emitter.emit(Event(ev.CHAT_TASKS_CANCEL, {}))
         await self._finish("cancelled", "Cancelled.")
-
-
-DRAIN_BYTES = 65536
-DRAIN_SECONDS = 0.5
-
-
-async def _drain(stream: ModelStream) -> None:
-    """Read what follows the end of a response (normally just the chunked terminator)."""
-    left = DRAIN_BYTES
-    with contextlib.suppress(TimeoutError, ProviderError):
-        async with asyncio.timeout(DRAIN_SECONDS):
-            async for chunk in stream:
-                left -= len(chunk)
-                if left < 0:
-                    return
 
 
 def _error_event(message: str) -> Event:
