@@ -54,18 +54,21 @@ class Coalescer:
                 await self.emit(event)
 
     def _merged(self, event: Event) -> bool:
-        """Fold a delta into the pending one, synchronously, when it continues it."""
+        """Fold a delta into the pending one, synchronously, when it continues it.
+
+        No clock read here: the timer armed with the pending delta ends the window.
+        """
         pending = self._pending
+        if pending is None or event.type is not pending.type:
+            return False
+        data, held = event.data, pending.data
         if (
-            pending is None
-            or event.type is not pending.type
-            or len(self._pieces) + 1 >= self._max
-            or event.data["item_id"] != pending.data["item_id"]
-            or event.data.get("content_index") != pending.data.get("content_index")
-            or self._clock() - self._since >= self._window
+            len(self._pieces) + 1 >= self._max
+            or data["item_id"] != held["item_id"]
+            or data.get("content_index") != held.get("content_index")
         ):
             return False
-        self._pieces.append(event.data["delta"])
+        self._pieces.append(data["delta"])
         return True
 
     async def emit(self, event: Event) -> None:
