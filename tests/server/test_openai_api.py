@@ -333,3 +333,44 @@ def test_text_before_and_after_server_tools_streams_like_the_whole_answer(runnin
         model="fake", messages=[{"role": "user", "content": "1+1"}]
     )
     assert streamed == whole.choices[0].message.content == "Let me add.\n\nIt is 2."
+
+
+def test_responses_stream_helper_accumulates_our_events(running: Running) -> None:
+    running.upstream.route(CHAT, call_reply("add", {"a": 2, "b": 2}), text_reply("Four."))
+    with sdk(running).responses.stream(model="fake", input="2+2?") as stream:
+        deltas = [e.delta for e in stream if e.type == "response.output_text.delta"]
+        final = stream.get_final_response()
+    assert "".join(deltas) == "Four."
+    assert final.output_text == "Four."
+    assert [getattr(i, "type", None) for i in final.output] == [
+        "function_call",
+        "function_call_output",
+        "message",
+    ]
+
+
+def test_chat_stream_helper_accumulates_our_chunks(running: Running) -> None:
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": "get_location",
+                "parameters": {"type": "object", "properties": {}},
+            },
+        }
+    ]
+    running.upstream.route(
+        CHAT, call_reply("add", {"a": 1, "b": 1}), call_reply("get_location", {}, call_id="call_z")
+    )
+    with sdk(running).chat.completions.stream(
+        model="fake",
+        messages=[{"role": "user", "content": "where and 1+1?"}],
+        tools=tools,  # type: ignore[arg-type]
+    ) as stream:
+        final = stream.get_final_completion()
+    choice = final.choices[0]
+    assert choice.finish_reason == "tool_calls"
+    assert choice.message.tool_calls is not None
+    assert [(c.id, c.function.name) for c in choice.message.tool_calls] == [
+        ("call_z", "get_location")
+    ]
