@@ -17,6 +17,7 @@ import openai
 import orjson
 import pytest
 
+from tests.sdk_clients import openai_client
 from tests.server.conftest import ADMIN_KEY, Running, ServerThread, make_settings
 from tests.server.test_chats_api import new_chat, read_events, wait_saved
 from toolrelay.adapters.models.http import DEFAULT_RETRY
@@ -48,7 +49,7 @@ def faulty(tmp_path: Path, upstream: FakeModelServer) -> Iterator[Running]:
 
 
 def sdk(running: Running) -> openai.OpenAI:
-    return openai.OpenAI(
+    return openai_client(
         base_url=running.base_url + "/v1", api_key=ADMIN_KEY, max_retries=0, timeout=10
     )
 

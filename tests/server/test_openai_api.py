@@ -7,6 +7,7 @@ import openai
 import orjson
 import pytest
 
+from tests.sdk_clients import openai_client
 from tests.server.conftest import ADMIN_KEY, Running
 from toolrelay.testing.fake_server import RawReply, SSEReply
 from toolrelay.testing.wire import ToolCallSpec, chat_chunks, ollama_lines, responses_events
@@ -15,7 +16,7 @@ CHAT = "/v1/chat/completions"
 
 
 def sdk(running: Running, key: str = ADMIN_KEY) -> openai.OpenAI:
-    return openai.OpenAI(base_url=running.base_url + "/v1", api_key=key, max_retries=0, timeout=10)
+    return openai_client(base_url=running.base_url + "/v1", api_key=key, max_retries=0, timeout=10)
 
 
 def call_reply(name: str, arguments: dict[str, object], call_id: str = "call_1") -> SSEReply:

@@ -17,6 +17,7 @@ from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from openai.types.responses import ResponseStreamEvent
 from pydantic import TypeAdapter
 
+from tests.sdk_clients import openai_client
 from toolrelay.testing import (
     BodyReply,
     FakeModelServer,
@@ -54,7 +55,7 @@ def client(server: FakeModelServer) -> Iterator[httpx.Client]:
 
 
 def sdk(server: FakeModelServer) -> openai.OpenAI:
-    return openai.OpenAI(
+    return openai_client(
         base_url=server.base_url + "/v1", api_key="sk-test", max_retries=0, timeout=5.0
     )
 
