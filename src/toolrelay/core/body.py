@@ -194,6 +194,7 @@ class BodyReader:
             obj = self._parse(line)
             if obj is None:
                 return out + self._malformed(line.decode("utf-8", "replace"))
+            self.frames += 1
             out.extend(self.acc.feed_many(self._ollama.feed(obj)))
         return out
 
@@ -203,9 +204,10 @@ class BodyReader:
         obj = self._parse(body)
         if obj is None:
             return self._malformed(body.decode("utf-8", "replace"))
+        self.frames += 1
         if "choices" in obj:
             return self.acc.feed_many(completion_to_deltas(obj))
-        if "message" in obj and "choices" not in obj:
+        if "message" in obj:
             return self.acc.feed_many(self._ollama.feed(obj))
         if obj.get("object") == "response" or isinstance(obj.get("output"), list):
             return self._response_object(obj)
@@ -237,10 +239,7 @@ class BodyReader:
                 obj = orjson.loads(data.decode("utf-8", "replace"))
             except orjson.JSONDecodeError:
                 return None
-        if not isinstance(obj, dict):
-            return None
-        self.frames += 1
-        return obj
+        return obj if isinstance(obj, dict) else None
 
     def _malformed(self, data: str) -> list[Event]:
         self.stopped = True

@@ -86,21 +86,11 @@ def _image_url(part: Mapping[str, Any]) -> str | None:
 
 def _split_output(value: object) -> tuple[str, list[str]]:
     """A tool result as (text, image urls); text parts are joined with newlines."""
-    if isinstance(value, str):
-        return value, []
-    if not isinstance(value, list):
-        return ("" if value is None else str(value)), []
-    texts: list[str] = []
-    images: list[str] = []
-    for part in value:
-        if not isinstance(part, Mapping):
-            continue
-        if part.get("type") == "input_image":
-            url = _image_url(part)
-            if url is not None:
-                images.append(url)
-        elif part.get("type") in _TEXT_PART_TYPES and isinstance(part.get("text"), str):
-            texts.append(part["text"])
+    parts = _responses_output(value)
+    if isinstance(parts, str):
+        return parts, []
+    texts = [p["text"] for p in parts if p["type"] == "input_text"]
+    images = [p["image_url"] for p in parts if p["type"] == "input_image"]
     return "\n".join(texts), images
 
 
