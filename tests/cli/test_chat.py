@@ -247,7 +247,7 @@ def test_ctrl_c_cancels_the_turn_and_exits_130(server: FakeModelServer) -> None:
             proc.wait()
     assert proc.returncode == 130, err.decode()
     assert b"cancelled" in err
-    assert server.wait_for_connections(0, timeout=5)
+    assert server.wait_for_connections(0)
 
 
 GUARDED = '''

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from tests.patience import HANG
 from toolrelay import Relay
 from toolrelay.adapters.models import OpenAIChat
 from toolrelay.core import events as ev
@@ -34,7 +35,7 @@ def server() -> Iterator[FakeModelServer]:
 
 @pytest.fixture
 async def outlet(server: FakeModelServer) -> AsyncIterator[HttpOutlet]:
-    pipeline = HttpOutlet(server.base_url + OUTLET_PATH, api_key="pipe-key", timeout=2.0)
+    pipeline = HttpOutlet(server.base_url + OUTLET_PATH, api_key="pipe-key", timeout=HANG)
     yield pipeline
     await pipeline.aclose()
 

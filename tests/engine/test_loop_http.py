@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
+from tests.http_tracking import TrackingTransport
 from toolrelay import Relay, tool
 from toolrelay.adapters.models import Ollama, OpenAIChat, OpenAIResponses, Retry, Timeouts
-from toolrelay.adapters.models.http import ModelHTTP
 from toolrelay.adapters.stores.memory import MemoryStore
 from toolrelay.core import events as ev
 from toolrelay.engine.finish import TurnResult
@@ -68,13 +68,14 @@ def responses_reply(**kwargs: Any) -> SSEReply:
     return SSEReply([render_responses_sse([e]) for e in responses_events(**kwargs)], done=False)
 
 
-def busy_connections(http: ModelHTTP) -> list[Any]:
-    """httpcore connections still tied to a response (neither idle in the pool nor closed)."""
-    client = http._client
-    if client is None:
-        return []
-    pool = client._transport._pool  # type: ignore[attr-defined]
-    return [c for c in pool.connections if not (c.is_idle() or c.is_closed())]
+@pytest.fixture
+def tracker() -> TrackingTransport:
+    """Pass as a model client's `transport` to count the response bodies it leaves open."""
+    return TrackingTransport()
+
+
+def streamed_text(sink: ListSink) -> str:
+    return "".join(e.data["delta"] for e in sink.of(ev.OUTPUT_TEXT_DELTA))
 
 
 async def all_closed(server: FakeModelServer) -> bool:
@@ -390,7 +391,9 @@ async def test_parallel_calls_keep_call_order_over_the_wire(server: FakeModelSer
 # --------------------------------------------------------------------------- faults
 
 
-async def run_failing(relay: Relay, server: FakeModelServer) -> TurnResult:
+async def run_failing(
+    relay: Relay, server: FakeModelServer, tracker: TrackingTransport
+) -> TurnResult:
     """Run a turn that must fail and check what every failed turn must do."""
     sink = ListSink()
     result = await relay.run("go", sink=sink)
@@ -404,17 +407,20 @@ async def run_failing(relay: Relay, server: FakeModelServer) -> TurnResult:
     assert last.data["status"] == "failed"
     assert last.data["error"] == {"content": result.error}
     assert last.data["content"] == result.text
-    http = relay.model.http  # type: ignore[attr-defined]
-    assert busy_connections(http) == []
+    assert tracker.open_bodies == 0
     await relay.aclose()
     assert await all_closed(server)
     return result
 
 
-async def test_connection_refused_fails_cleanly(server: FakeModelServer) -> None:
+async def test_connection_refused_fails_cleanly(
+    server: FakeModelServer, tracker: TrackingTransport
+) -> None:
     port = closed_port()
-    model = OpenAIChat(base_url=f"http://127.0.0.1:{port}", model="m", retry=NO_RETRY)
-    result = await run_failing(Relay(model), server)
+    model = OpenAIChat(
+        base_url=f"http://127.0.0.1:{port}", model="m", retry=NO_RETRY, transport=tracker
+    )
+    result = await run_failing(Relay(model), server, tracker)
     assert (result.error or "").startswith(
         f"Cannot connect to the model server at http://127.0.0.1:{port}/v1/chat/completions: "
     )
@@ -422,24 +428,32 @@ async def test_connection_refused_fails_cleanly(server: FakeModelServer) -> None
     assert server.requests == []
 
 
-async def test_dropped_mid_stream_keeps_partial_text(server: FakeModelServer) -> None:
+async def test_dropped_mid_stream_keeps_partial_text(
+    server: FakeModelServer, tracker: TrackingTransport
+) -> None:
     # events: role chunk, "Hello ", "world ", then the TCP connection is aborted
     server.script(SSEReply(chat_chunks(text=["Hello ", "world ", "and ", "more"]), drop_after=3))
-    relay = Relay(OpenAIChat(base_url=server.base_url, model="m", retry=NO_RETRY))
-    result = await run_failing(relay, server)
+    relay = Relay(
+        OpenAIChat(base_url=server.base_url, model="m", retry=NO_RETRY, transport=tracker)
+    )
+    result = await run_failing(relay, server, tracker)
     assert (result.error or "").startswith("Connection to the model server was lost mid-response: ")
     assert result.text == "Hello world "
     assert [(i["type"], i["status"]) for i in result.output] == [("message", "incomplete")]
 
 
-async def test_http_500_after_a_tool_round_keeps_the_round(server: FakeModelServer) -> None:
+async def test_http_500_after_a_tool_round_keeps_the_round(
+    server: FakeModelServer, tracker: TrackingTransport
+) -> None:
     server.script(
         chat_reply(tool_calls=[TWO_ROUNDS[0]]),
         JSONReply({"error": {"message": "upstream exploded"}}, status=500),
         chat_reply(text="never served"),
     )
-    relay = Relay(OpenAIChat(base_url=server.base_url, model="m", retry=NO_RETRY), [add])
-    result = await run_failing(relay, server)
+    relay = Relay(
+        OpenAIChat(base_url=server.base_url, model="m", retry=NO_RETRY, transport=tracker), [add]
+    )
+    result = await run_failing(relay, server, tracker)
     assert result.error == "Model server returned 500: upstream exploded"
     assert calls_and_outputs(result) == [("call", "call_add", "add"), ("output", "call_add", "5")]
     assert len(server.requests) == 2  # attempts=1: the 500 was not retried
@@ -468,26 +482,35 @@ async def test_http_429_is_retried_and_the_turn_completes(server: FakeModelServe
     assert await all_closed(server)
 
 
-async def test_malformed_chunk_fails_with_partial_text(server: FakeModelServer) -> None:
+async def test_malformed_chunk_fails_with_partial_text(
+    server: FakeModelServer, tracker: TrackingTransport
+) -> None:
     chunks: list[Any] = chat_chunks(text=["Hi ", "there"])
     # the role chunk, both text chunks, then a broken event before the finish chunk
     server.script(SSEReply([*chunks[:3], b"data: {broken\n\n", *chunks[3:]]))
-    relay = Relay(OpenAIChat(base_url=server.base_url, model="m", retry=NO_RETRY))
-    result = await run_failing(relay, server)
+    relay = Relay(
+        OpenAIChat(base_url=server.base_url, model="m", retry=NO_RETRY, transport=tracker)
+    )
+    result = await run_failing(relay, server, tracker)
     assert (result.error or "").startswith("Malformed chunk from the model server")
     assert result.text == "Hi there"
     assert result.output[0]["status"] == "incomplete"
 
 
-async def test_idle_timeout_fails_with_partial_text(server: FakeModelServer) -> None:
-    server.script(SSEReply(chat_chunks(text=["still ", "thinking "]), stall_after=2, stall_for=30))
-    model = OpenAIChat(
-        base_url=server.base_url, model="m", retry=NO_RETRY, timeouts=Timeouts(idle=0.3)
+async def test_idle_timeout_fails_with_partial_text(
+    server: FakeModelServer, tracker: TrackingTransport
+) -> None:
+    server.script(
+        SSEReply(chat_chunks(text=["still ", "thinking "]), stall_after=2, stall_for=3600)
     )
-    loop = asyncio.get_running_loop()
-    started = loop.time()
-    result = await run_failing(Relay(model), server)
-    assert loop.time() - started < 1.5
+    model = OpenAIChat(
+        base_url=server.base_url,
+        model="m",
+        retry=NO_RETRY,
+        transport=tracker,
+        timeouts=Timeouts(idle=0.3),
+    )
+    result = await run_failing(Relay(model), server, tracker)
     assert result.error == "Model server timed out: no data for 0.3 s"
     assert result.text == "still "
     assert result.output[0]["status"] == "incomplete"
@@ -497,24 +520,23 @@ async def test_idle_timeout_fails_with_partial_text(server: FakeModelServer) -> 
 
 
 async def test_cancel_mid_stream_over_sockets_saves_partial_and_closes(
-    server: FakeModelServer,
+    server: FakeModelServer, tracker: TrackingTransport
 ) -> None:
     store = MemoryStore()
     user = await store.create_user("ann")
     chat = await store.create_chat(user.id)
     body = chat_chunks(text=["partial ", "answer ", "never ", "finished"])
-    server.script(SSEReply(body, stall_after=3, stall_for=30))
-    relay = Relay(OpenAIChat(base_url=server.base_url, model="m"), store=store)
+    server.script(SSEReply(body, stall_after=3, stall_for=3600))
+    relay = Relay(OpenAIChat(base_url=server.base_url, model="m", transport=tracker), store=store)
     sink = ListSink()
     task = asyncio.create_task(relay.run("go", sink=sink, chat_id=chat.id, message_id="m1"))
-    await sink.wait_for(ev.OUTPUT_TEXT_DELTA)
-    await asyncio.sleep(0.1)  # the server is now stalled with the connection open
+    await sink.wait_until(lambda: streamed_text(sink) == "partial answer ")  # then it stalls
     assert server.open_connections == 1
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
     assert await all_closed(server)  # closed by the cancelled turn, before relay.aclose()
-    assert busy_connections(relay.model.http) == []  # type: ignore[attr-defined]
+    assert tracker.open_bodies == 0
     saved = await store.get_messages(chat.id)
     assert [(m.id, m.status) for m in saved] == [("m1", "cancelled")]
     assert saved[0].content == "partial answer "

@@ -8,6 +8,7 @@ from typing import Any
 import httpx
 import orjson
 
+from tests.patience import HANG
 from tests.server.conftest import Running
 from toolrelay.core.framing import SSEDecoder
 from toolrelay.testing.fake_server import SSEReply
@@ -66,7 +67,7 @@ def new_chat(client: httpx.Client, **body: Any) -> str:
 
 
 def wait_saved(client: httpx.Client, chat_id: str, status: str = "completed") -> dict[str, Any]:
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + HANG
     while time.monotonic() < deadline:
         messages = client.get(f"/api/chats/{chat_id}").json()["messages"]
         if messages and messages[-1]["role"] == "assistant" and messages[-1]["status"] == status:

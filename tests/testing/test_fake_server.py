@@ -211,7 +211,7 @@ def test_sse_delay_paces_events(server: FakeModelServer, client: httpx.Client) -
     server.script(SSEReply([{"i": 0}, {"i": 1}, {"i": 2}], done=False, delay=0.15))
     start = time.monotonic()
     client.get("/s")
-    assert 0.3 <= time.monotonic() - start < 2.0
+    assert time.monotonic() - start >= 0.3
 
 
 def test_ndjson_body_and_content_type(server: FakeModelServer, client: httpx.Client) -> None:
@@ -275,9 +275,8 @@ def test_body_reply_in_chunks_keeps_the_bytes(
 
 
 def test_stall_makes_the_client_read_timeout_fire(server: FakeModelServer) -> None:
-    server.script(SSEReply([{"i": 0}, {"i": 1}], stall_after=1, stall_for=30))
+    server.script(SSEReply([{"i": 0}, {"i": 1}], stall_after=1, stall_for=3600))
     got: list[bytes] = []
-    start = time.monotonic()
     slow = httpx.Timeout(5.0, read=0.3)
     with (
         httpx.Client(base_url=server.base_url, timeout=slow) as c,
@@ -286,10 +285,9 @@ def test_stall_makes_the_client_read_timeout_fire(server: FakeModelServer) -> No
     ):
         for piece in resp.iter_raw():
             got.append(piece)
-    assert got == [b'data: {"i":0}\n\n']
-    assert time.monotonic() - start < 2.0
+    assert got == [b'data: {"i":0}\n\n']  # the read timed out: the stall lasts an hour
     # the server notices the client hanging up even though it is mid-stall
-    assert server.wait_for_connections(0, timeout=2.0)
+    assert server.wait_for_connections(0)
 
 
 def test_stall_for_a_short_while_then_finish(server: FakeModelServer, client: httpx.Client) -> None:
@@ -322,7 +320,7 @@ def test_drop_ndjson_before_any_line(server: FakeModelServer, client: httpx.Clie
 
 
 def test_ttfb_delay_delays_the_status_line(server: FakeModelServer) -> None:
-    server.script(JSONReply({"late": True}, ttfb_delay=0.6), SSEReply([], ttfb_delay=0.3))
+    server.script(JSONReply({"late": True}, ttfb_delay=3600), SSEReply([], ttfb_delay=0.3))
     slow = httpx.Timeout(5.0, read=0.2)
     with (
         httpx.Client(base_url=server.base_url, timeout=slow) as c,
@@ -388,12 +386,11 @@ def test_stop_during_a_stall_ends_the_client_read_promptly() -> None:
     reader = threading.Thread(target=read)
     reader.start()
     assert srv.wait_for_connections(1)
-    time.sleep(0.1)
-    start = time.monotonic()
+    while not srv.requests:  # the request is in: the reply is under way, then stalls
+        time.sleep(0.005)
     srv.stop()
-    reader.join(timeout=3)
+    reader.join(timeout=30)  # the stall lasts an hour: only the stop can end the read
     assert not reader.is_alive()
-    assert time.monotonic() - start < 2.0
     assert len(errors) == 1
     assert isinstance(errors[0], httpx.RemoteProtocolError | httpx.ReadError)
 

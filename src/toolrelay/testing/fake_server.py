@@ -370,7 +370,7 @@ class FakeModelServer:
         """Client connections currently open."""
         return self._open
 
-    def wait_for_connections(self, count: int = 0, timeout: float = 2.0) -> bool:
+    def wait_for_connections(self, count: int = 0, timeout: float = 30.0) -> bool:
         """Poll until `open_connections == count`; the server sees a client's close asynchronously."""
         deadline = time.monotonic() + timeout
         while self._open != count:

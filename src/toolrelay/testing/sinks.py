@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 from toolrelay.core.events import Event
 
@@ -18,13 +19,20 @@ class ListSink:
         self.events.append(event)
         self._changed.set()
 
-    async def wait_for(self, type: str, *, limit: float = 5.0) -> Event:
+    async def wait_for(self, type: str, *, limit: float = 30.0) -> Event:
         """The first event of `type`, waiting up to `limit` seconds for it."""
         async with asyncio.timeout(limit):
             while True:
                 found = self.of(type)
                 if found:
                     return found[0]
+                self._changed.clear()
+                await self._changed.wait()
+
+    async def wait_until(self, done: Callable[[], bool], *, limit: float = 30.0) -> None:
+        """Wait (up to `limit` seconds) until `done()` holds, re-checking after each event."""
+        async with asyncio.timeout(limit):
+            while not done():
                 self._changed.clear()
                 await self._changed.wait()
 

@@ -1,13 +1,13 @@
-"""Fixtures for the model-client tests: a real-socket fake server and pool inspection."""
+"""Fixtures for the model-client tests: a real-socket fake server and a body-counting transport."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
-from toolrelay.adapters.models.http import HTTPModelStream, ModelHTTP
+from tests.http_tracking import TrackingTransport
+from toolrelay.adapters.models.http import HTTPModelStream
 from toolrelay.testing import FakeModelServer
 
 
@@ -22,17 +22,10 @@ def server() -> Iterator[FakeModelServer]:
         yield srv
 
 
-def pool_connections(http: ModelHTTP) -> list[Any]:
-    """The httpcore connections of a client's pool (empty before first use)."""
-    client = http._client
-    if client is None:
-        return []
-    return list(client._transport._pool.connections)  # type: ignore[attr-defined]
-
-
-def busy_connections(http: ModelHTTP) -> list[Any]:
-    """Connections still tied to a response: neither idle in the pool nor closed."""
-    return [c for c in pool_connections(http) if not (c.is_idle() or c.is_closed())]
+@pytest.fixture
+def tracker() -> TrackingTransport:
+    """Pass as a client's `transport` to count the response bodies it leaves open."""
+    return TrackingTransport()
 
 
 async def read_all(stream: HTTPModelStream) -> bytes:

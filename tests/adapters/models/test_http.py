@@ -12,6 +12,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.http_tracking import TrackingTransport
+from tests.patience import HANG
 from toolrelay.adapters.models import OpenAIChat, Retry, Timeouts
 from toolrelay.adapters.models.http import (
     body_format,
@@ -25,7 +27,7 @@ from toolrelay.errors import ProviderError
 from toolrelay.testing import JSONReply, RawReply, SSEReply, wire
 from toolrelay.testing.fake_server import FakeModelServer
 
-from .conftest import busy_connections, pool_connections, read_all
+from .conftest import read_all
 
 REQUEST = ModelRequest(messages=[{"role": "user", "content": "hi"}])
 FAST = Retry(attempts=3, backoff=0.001, max_backoff=0.01, jitter=0.0)
@@ -38,8 +40,10 @@ OPENAI_401 = {
 }
 
 
-def chat(server: FakeModelServer, **kwargs: object) -> OpenAIChat:
-    options: dict[str, object] = {"retry": FAST} | kwargs
+def chat(
+    server: FakeModelServer, tracker: TrackingTransport | None = None, **kwargs: object
+) -> OpenAIChat:
+    options: dict[str, object] = {"retry": FAST, "transport": tracker} | kwargs
     return OpenAIChat(base_url=server.base_url, model="m", **options)  # type: ignore[arg-type]
 
 
@@ -153,15 +157,16 @@ async def test_429_retry_after_is_honoured_instead_of_backoff(server: FakeModelS
         RawReply(429, wire.dumps(OPENAI_401), {"retry-after": "0.05"}),
         SSEReply(events),
     )
-    client = chat(server, retry=Retry(attempts=3, backoff=30.0, max_backoff=30.0))
+    # the backoff would park the test for an hour: only the server's 0.05 s lets it finish
+    client = chat(server, retry=Retry(attempts=3, backoff=3600.0, max_backoff=3600.0))
     started = time.monotonic()
-    stream = await client.open(REQUEST)
-    body = await read_all(stream)
+    async with asyncio.timeout(HANG):
+        body = await read_all(await client.open(REQUEST))
     elapsed = time.monotonic() - started
     await client.aclose()
     assert body == wire.render_sse(events)
     assert len(server.requests) == 2
-    assert 0.05 <= elapsed < 1.0
+    assert elapsed >= 0.05
 
 
 @pytest.mark.anyio
@@ -201,10 +206,12 @@ async def test_other_4xx_is_not_retried(server: FakeModelServer) -> None:
 
 
 @pytest.mark.anyio
-async def test_drop_after_first_byte_is_not_retried(server: FakeModelServer) -> None:
+async def test_drop_after_first_byte_is_not_retried(
+    server: FakeModelServer, tracker: TrackingTransport
+) -> None:
     events = sse_events(5)
     server.script(SSEReply(events, drop_after=2), SSEReply(events))
-    client = chat(server)
+    client = chat(server, tracker)
     stream = await client.open(REQUEST)
     got: list[bytes] = []
     with pytest.raises(ProviderError) as info:
@@ -213,7 +220,7 @@ async def test_drop_after_first_byte_is_not_retried(server: FakeModelServer) -> 
     assert info.value.message.startswith("Connection to the model server was lost mid-response: ")
     assert b"".join(got) == wire.render_sse(events[:2], done=False)
     assert len(server.requests) == 1
-    assert busy_connections(client.http) == []
+    assert tracker.open_bodies == 0
     assert server.wait_for_connections(0)
     await client.aclose()
 
@@ -238,43 +245,48 @@ async def test_connection_refused_names_the_url() -> None:
 
 
 @pytest.mark.anyio
-async def test_first_byte_timeout_before_headers(server: FakeModelServer) -> None:
-    server.script(SSEReply([{"a": 1}], ttfb_delay=2.0))
-    client = chat(server, timeouts=Timeouts(first_byte=0.3))
-    started = time.monotonic()
+async def test_first_byte_timeout_before_headers(
+    server: FakeModelServer, tracker: TrackingTransport
+) -> None:
+    # the headers would come after an hour: only the timeout can end the wait
+    server.script(SSEReply([{"a": 1}], ttfb_delay=3600))
+    client = chat(server, tracker, timeouts=Timeouts(first_byte=0.3))
     with pytest.raises(ProviderError) as info:
         await client.open(REQUEST)
-    assert time.monotonic() - started < 0.9
     assert info.value.message == "Model server timed out: no data for 0.3 s"
     assert len(server.requests) == 1  # a timeout is not retried
-    assert busy_connections(client.http) == []
+    assert tracker.open_bodies == 0
     await client.aclose()
     assert server.wait_for_connections(0)
 
 
 @pytest.mark.anyio
-async def test_first_byte_timeout_counts_the_first_body_chunk(server: FakeModelServer) -> None:
-    server.script(SSEReply([{"a": 1}], stall_after=0, stall_for=5.0))
-    client = chat(server, timeouts=Timeouts(first_byte=0.1))
+async def test_first_byte_timeout_counts_the_first_body_chunk(
+    server: FakeModelServer, tracker: TrackingTransport
+) -> None:
+    server.script(SSEReply([{"a": 1}], stall_after=0, stall_for=3600))
+    client = chat(server, tracker, timeouts=Timeouts(first_byte=0.1))
     with pytest.raises(ProviderError) as info:
         await client.open(REQUEST)
     assert info.value.message == "Model server timed out: no data for 0.1 s"
-    assert busy_connections(client.http) == []
+    assert tracker.open_bodies == 0
     assert server.wait_for_connections(0)
     await client.aclose()
 
 
 @pytest.mark.anyio
-async def test_idle_timeout_between_chunks(server: FakeModelServer) -> None:
+async def test_idle_timeout_between_chunks(
+    server: FakeModelServer, tracker: TrackingTransport
+) -> None:
     events = sse_events(3)
-    server.script(SSEReply(events, stall_after=1, stall_for=5.0))
-    client = chat(server, timeouts=Timeouts(idle=0.1))
+    server.script(SSEReply(events, stall_after=1, stall_for=3600))
+    client = chat(server, tracker, timeouts=Timeouts(idle=0.1))
     stream = await client.open(REQUEST)
     assert await anext(stream) == b'data: {"i":0}\n\n'
     with pytest.raises(ProviderError) as info:
         await anext(stream)
     assert info.value.message == "Model server timed out: no data for 0.1 s"
-    assert busy_connections(client.http) == []
+    assert tracker.open_bodies == 0
     assert server.wait_for_connections(0)
     assert [c async for c in stream] == []
     await client.aclose()
@@ -282,13 +294,12 @@ async def test_idle_timeout_between_chunks(server: FakeModelServer) -> None:
 
 @pytest.mark.anyio
 async def test_total_timeout_bounds_a_slow_but_steady_stream(server: FakeModelServer) -> None:
-    server.script(SSEReply(sse_events(20), delay=0.05))
-    client = chat(server, timeouts=Timeouts(idle=1.0, total=0.3))
+    # a chunk every 0.05 s for 50 s: never idle for long, but far longer than the total
+    server.script(SSEReply(sse_events(1000), delay=0.05))
+    client = chat(server, timeouts=Timeouts(idle=HANG, total=0.3))
     stream = await client.open(REQUEST)
-    started = time.monotonic()
     with pytest.raises(ProviderError) as info:
         await read_all(stream)
-    assert time.monotonic() - started < 0.6
     assert info.value.message == "Model server timed out: no complete response within 0.3 s"
     await client.aclose()
 
@@ -297,28 +308,31 @@ async def test_total_timeout_bounds_a_slow_but_steady_stream(server: FakeModelSe
 
 
 @pytest.mark.anyio
-async def test_sequential_requests_reuse_one_connection(server: FakeModelServer) -> None:
+async def test_sequential_requests_reuse_one_connection(
+    server: FakeModelServer, tracker: TrackingTransport
+) -> None:
     server.set_default(SSEReply([{"a": 1}]))
-    client = chat(server)
+    client = chat(server, tracker)
     first = await read_all(await client.open(REQUEST))
     second = await read_all(await client.open(REQUEST))
     assert first == second == b'data: {"a":1}\n\ndata: [DONE]\n\n'
     assert len(server.requests) == 2
     assert server.open_connections == 1
-    assert len(pool_connections(client.http)) == 1
-    assert busy_connections(client.http) == []  # a full read puts the connection back
+    assert tracker.open_bodies == 0  # a full read puts the connection back
     await client.aclose()
     assert server.wait_for_connections(0)
 
 
 @pytest.mark.anyio
-async def test_early_close_releases_the_connection(server: FakeModelServer) -> None:
+async def test_early_close_releases_the_connection(
+    server: FakeModelServer, tracker: TrackingTransport
+) -> None:
     server.script(SSEReply(sse_events(50), delay=0.01))
-    client = chat(server)
+    client = chat(server, tracker)
     stream = await client.open(REQUEST)
     assert await anext(stream) == b'data: {"i":0}\n\n'
     await stream.aclose()
-    assert busy_connections(client.http) == []
+    assert tracker.open_bodies == 0
     assert server.wait_for_connections(0)  # an unfinished body cannot be reused: dropped
     assert [c async for c in stream] == []
     await stream.aclose()  # idempotent
@@ -326,34 +340,40 @@ async def test_early_close_releases_the_connection(server: FakeModelServer) -> N
 
 
 @pytest.mark.anyio
-async def test_cancelled_read_leaks_nothing(server: FakeModelServer) -> None:
-    server.script(SSEReply(sse_events(3), stall_after=1, stall_for=5.0))
-    client = chat(server)
+async def test_cancelled_read_leaks_nothing(
+    server: FakeModelServer, tracker: TrackingTransport
+) -> None:
+    server.script(SSEReply(sse_events(3), stall_after=1, stall_for=3600))
+    client = chat(server, tracker)
     stream = await client.open(REQUEST)
     got: list[bytes] = []
+    first = asyncio.Event()
 
     async def consume() -> None:
         async for chunk in stream:
             got.append(chunk)
+            first.set()
 
     task = asyncio.create_task(consume())
-    await asyncio.sleep(0.1)
+    await first.wait()  # the first chunk is in; the server now stalls
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
     await stream.aclose()
     assert got == [b'data: {"i":0}\n\n']
-    assert busy_connections(client.http) == []
+    assert tracker.open_bodies == 0
     assert server.wait_for_connections(0)
     await client.aclose()
 
 
 @pytest.mark.anyio
-async def test_empty_body_ends_at_once_and_frees_the_connection(server: FakeModelServer) -> None:
+async def test_empty_body_ends_at_once_and_frees_the_connection(
+    server: FakeModelServer, tracker: TrackingTransport
+) -> None:
     server.script(RawReply(200, b"", {"content-type": "text/event-stream"}))
-    client = chat(server)
+    client = chat(server, tracker)
     stream = await client.open(REQUEST)
     assert stream.format == "sse"
     assert [c async for c in stream] == []
-    assert busy_connections(client.http) == []
+    assert tracker.open_bodies == 0
     await client.aclose()

@@ -5,13 +5,13 @@ from __future__ import annotations
 import asyncio
 import enum
 import threading
-import time
 from typing import Annotated, Any, Literal
 
 import pytest
 from pydantic import BaseModel, Field
 from typing_extensions import TypedDict
 
+from tests.patience import HANG
 from toolrelay.adapters.tools.python import PythonTool, parse_docstring, tool
 from toolrelay.engine.interfaces import Tool, ToolContext, ToolSpec
 from toolrelay.errors import ToolError
@@ -526,21 +526,18 @@ def test_cancelling_a_sync_tool_returns_promptly() -> None:
 
     @tool
     def block() -> str:
-        release.wait(5)
+        release.wait(HANG)  # released only after the cancelled call has returned
         finished.set()
         return "late"
 
-    async def main() -> float:
-        start = time.monotonic()
+    async def main() -> None:
         with pytest.raises(TimeoutError):
             await asyncio.wait_for(block.call({}, ToolContext()), 0.05)
-        elapsed = time.monotonic() - start
-        assert not finished.is_set()  # the thread was left running
+        assert not finished.is_set()  # the call returned without waiting for the thread
         release.set()
-        return elapsed
 
-    assert run(main()) < 1.0
-    assert finished.wait(2)
+    run(main())
+    assert finished.wait(HANG)
 
 
 def test_async_callable_object() -> None:
