@@ -304,7 +304,7 @@ async def run_stateful(server: FakeModelServer) -> list[dict[str, Any]]:
         responses_reply(text="done", response_id="resp_3"),
     )
     model = OpenAIResponses(base_url=server.base_url, model="m", stateful=True)
-    relay = Relay(model, [add, weather], stateful=True)
+    relay = Relay(model, [add, weather])
     result = await relay.run(STATEFUL_HISTORY)
     assert result.status == "completed" and result.text == "done"
     assert calls_and_outputs(result)[1] == ("output", "call_add", "5")

@@ -71,8 +71,6 @@ class TurnSetup:
     tags: TagConfig | None = field(default_factory=TagConfig)
     code_runner: CodeRunner | None = None
     rag: RagSnapshot | None = None
-    stateful: bool = False
-    """Responses API: continue with `previous_response_id` (R14)."""
     deferred: frozenset[str] = frozenset()
     """Tool names whose calls end the turn unexecuted (client runs them)."""
     clock: Callable[[], float] = time.monotonic
@@ -118,7 +116,7 @@ class Turn:
     async def _loop(self) -> TurnResult:
         new_from = 0
         while True:
-            read = await self._read(self._request(new_from, with_tools=True))
+            read = await self._read(self._request(new_from))
             outcome = self._decide(read)
             match outcome:
                 case Final():
@@ -156,22 +154,23 @@ class Turn:
             )
         )
 
-    def _request(self, new_from: int, *, with_tools: bool) -> ModelRequest:
+    def _request(self, new_from: int, *, with_tools: bool = True) -> ModelRequest:
+        """The next request. It always names the previous response of this turn: a stateful
+        client continues from it (R14), any other ignores it (the flag lives on the client)."""
         setup = self.setup
         messages = setup.messages
         if self.sources and setup.rag is None:  # tool citations: re-inject them as markers (R11)
             setup.rag = take_snapshot(messages, ())
         if setup.rag is not None:
             messages = inject(messages, setup.rag, tool_sources=self.sources)
-        tools = self._tool_specs if with_tools else []
-        stateful = setup.stateful and self.response_id is not None
+        continues = with_tools and self.response_id is not None
         return ModelRequest(
             messages=messages,
             output=list(self.output),
-            tools=tools,
+            tools=self._tool_specs if with_tools else [],
             params=setup.params,
-            previous_response_id=self.response_id if stateful else None,
-            new_items_from=new_from if stateful else 0,
+            previous_response_id=self.response_id if continues else None,
+            new_items_from=new_from if continues else 0,
         )
 
     async def _read(self, request: ModelRequest) -> ReadResult:

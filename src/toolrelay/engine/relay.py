@@ -48,7 +48,6 @@ class Relay:
         tags: TagConfig | None = TagConfig(),
         code_runner: CodeRunner | None = None,
         params: Mapping[str, Any] | None = None,
-        stateful: bool = False,
         name: str | None = None,
     ) -> None:
         """`name` is what the saved turn records as its model (a server route name)."""
@@ -64,7 +63,6 @@ class Relay:
         self.tags = tags
         self.code_runner = code_runner
         self.params = dict(params or {})
-        self.stateful = stateful
         self.name = name
         self.pending = PendingCalls()
 
@@ -124,7 +122,6 @@ class Relay:
             tags=self.tags,
             code_runner=self.code_runner,
             rag=take_snapshot(history, sources) if sources else None,
-            stateful=self.stateful,
             deferred=frozenset(deferred),
         )
         return await Turn(setup).run()

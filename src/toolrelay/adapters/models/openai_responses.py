@@ -8,10 +8,11 @@ become `function_call_output` items; this turn's items are appended with
 `core.transcript.to_responses_input`. Function tools move to the flat
 Responses shape.
 
-SPEC R14: with `request.previous_response_id` only the system message(s) and
-this iteration's new items (`output[new_items_from:]`) are sent, with
-`store: true`; otherwise the whole history is resent (`store` follows the
-client's `stateful` flag, so the first response of a stateful turn is kept).
+SPEC R14: `stateful` is the one flag. A stateful client sends `store: true`
+and, when the engine names the turn's previous response
+(`request.previous_response_id`), only the system message(s) and this
+iteration's new items (`output[new_items_from:]`) with `previous_response_id`;
+otherwise (and always when not stateful) the whole history is resent.
 """
 
 from __future__ import annotations
@@ -162,7 +163,7 @@ class OpenAIResponses(HTTPModelClient):
     def body(self, request: ModelRequest) -> dict[str, Any]:
         """The JSON body for `request` (module doc: stateless vs stateful)."""
         body: dict[str, Any] = {"model": self.model}
-        if request.previous_response_id is not None:
+        if self.stateful and request.previous_response_id is not None:
             system = [m for m in request.messages if m.get("role") in _SYSTEM_ROLES]
             body["previous_response_id"] = request.previous_response_id
             body["input"] = responses_messages(system) + to_responses_input(
@@ -175,7 +176,7 @@ class OpenAIResponses(HTTPModelClient):
         body["stream"] = self.stream
         if request.tools:
             body["tools"] = [responses_tool(t) for t in request.tools]
-        body["store"] = self.stateful or request.previous_response_id is not None
+        body["store"] = self.stateful
         body.update(self.params)
         body.update(request.params)
         return body
