@@ -176,7 +176,7 @@ def test_query_knowledge_files_groups_chunks_by_source() -> None:
     )
     assert citation_sources("query_knowledge_files", {"query": "q"}, text) == [
         {
-            "source": {"name": "a.pdf", "id": "fa"},
+            "source": {"name": "a.pdf", "id": "fa", "type": "file"},
             "document": ["a1", "a2"],
             "metadata": [
                 {"source": "a.pdf", "name": "a.pdf", "file_id": "fa"},
@@ -184,16 +184,80 @@ def test_query_knowledge_files_groups_chunks_by_source() -> None:
             ],
         },
         {
-            "source": {"name": "b.txt", "id": "b.txt"},
+            "source": {"name": "b.txt", "id": "b.txt", "type": "file"},
             "document": ["b1"],
             "metadata": [{"source": "b.txt", "name": "b.txt"}],
         },
         {
-            "source": {"name": "Unknown", "id": "Unknown"},
+            "source": {"name": "Unknown", "id": "Unknown", "type": "file"},
             "document": ["orphan"],
             "metadata": [{"source": "Unknown", "name": "Unknown"}],
         },
     ]
+
+
+def test_query_knowledge_files_keeps_distances_note_ids_and_chunk_types() -> None:
+    text = dumps(
+        [
+            {"source": "a.pdf", "content": "a1", "file_id": "fa", "distance": 0.12},
+            {"source": "Meeting", "content": "n1", "note_id": "n7", "type": "note"},
+            {"source": "a.pdf", "content": "a2", "file_id": "fa", "distance": 0.34},
+        ]
+    )
+    assert citation_sources("query_knowledge_files", {"query": "q"}, text) == [
+        {
+            "source": {"name": "a.pdf", "id": "fa", "type": "file"},
+            "document": ["a1", "a2"],
+            "metadata": [
+                {"source": "a.pdf", "name": "a.pdf", "file_id": "fa"},
+                {"source": "a.pdf", "name": "a.pdf", "file_id": "fa"},
+            ],
+            "distances": [0.12, 0.34],
+        },
+        {
+            "source": {"name": "Meeting", "id": "n7", "type": "note"},
+            "document": ["n1"],
+            "metadata": [{"source": "Meeting", "name": "Meeting", "note_id": "n7"}],
+        },
+    ]
+
+
+def test_query_knowledge_files_groups_by_file_id_not_by_name() -> None:
+    """Two files named alike are two sources; one file is one source (Open WebUI groups so)."""
+    text = dumps(
+        [
+            {"source": "notes.md", "content": "x", "file_id": "f1"},
+            {"source": "notes.md", "content": "y", "file_id": "f2"},
+            {"source": "notes.md", "content": "z", "file_id": "f1"},
+        ]
+    )
+    sources = citation_sources("query_knowledge_files", {}, text)
+    assert [(s["source"]["id"], s["document"]) for s in sources] == [
+        ("f1", ["x", "z"]),
+        ("f2", ["y"]),
+    ]
+
+
+def test_view_knowledge_file_keeps_the_knowledge_name() -> None:
+    text = dumps({"id": "f1", "filename": "r.pdf", "content": "Q3", "knowledge_name": "Finance"})
+    (source,) = citation_sources("view_knowledge_file", {"file_id": "f1"}, text)
+    assert source["metadata"] == [
+        {"source": "r.pdf", "name": "r.pdf", "file_id": "f1", "knowledge_name": "Finance"}
+    ]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Error: connection refused",
+        "error: 404",
+        "Traceback (most recent call last):",
+        '{"error": "x"}',
+    ],
+)
+def test_error_results_cite_nothing(text: str) -> None:
+    assert citation_sources("fetch_url", {"url": "https://a.b"}, text) == []
+    assert citation_sources("some_tool", {}, text) == []
 
 
 def test_query_knowledge_files_empty_and_odd() -> None:

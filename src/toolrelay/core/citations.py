@@ -29,6 +29,7 @@ __all__ = [
     "FETCH_SNIPPET_CHARS",
     "TERMINAL_TOOLS",
     "citation_sources",
+    "looks_like_error",
     "terminal_event",
 ]
 
@@ -55,14 +56,29 @@ Source = dict[str, Any]
 def citation_sources(
     tool_name: str, arguments: Mapping[str, Any], text: str | None, *, tool_id: str | None = None
 ) -> list[Source]:
-    """The citation sources one tool result gives; `[]` when there is nothing to cite."""
-    if not text:
+    """The citation sources one tool result gives; `[]` when there is nothing to cite.
+
+    An error is never a source: a text that reads as one (`Error: …`, a
+    traceback, a JSON object with an `error`) cites nothing.
+    """
+    if not text or looks_like_error(text):
         return []
     builder = _BUILDERS.get(tool_name)
     sources = builder(arguments, text) if builder is not None else None
     if sources is None:
         return [_fallback(tool_name, text, tool_id)]
     return sources
+
+
+_ERROR_PREFIXES: Final = ("error:", "error ", "exception:", "traceback", "http error")
+
+
+def looks_like_error(text: str) -> bool:
+    """True for a result that reports a failure rather than content."""
+    if text.lstrip()[:16].lower().startswith(_ERROR_PREFIXES):
+        return True
+    decoded = _loads(text) if text.lstrip().startswith("{") else None
+    return isinstance(decoded, Mapping) and bool(decoded.get("error"))
 
 
 def _fallback(tool_name: str, text: str, tool_id: str | None) -> Source:
@@ -147,6 +163,7 @@ def _fetch_url(arguments: Mapping[str, Any], text: str) -> list[Source]:
 def _view_file(arguments: Mapping[str, Any], text: str) -> list[Source] | None:
     """The file's text, named by the path argument (or the result's own filename)."""
     document, name, file_id = text, _first_str(arguments, _PATH_KEYS), None
+    knowledge = None
     decoded = _loads(text)
     if isinstance(decoded, Mapping):
         if decoded.get("error"):
@@ -156,6 +173,7 @@ def _view_file(arguments: Mapping[str, Any], text: str) -> list[Source] | None:
             document = content
             name = _first_str(decoded, ("filename", "name", "path")) or name
             file_id = _first_str(decoded, _FILE_ID_KEYS)
+            knowledge = _first_str(decoded, ("knowledge_name",))
     file_id = file_id or _first_str(arguments, _FILE_ID_KEYS)
     name = name or file_id
     if name is None:
@@ -164,31 +182,46 @@ def _view_file(arguments: Mapping[str, Any], text: str) -> list[Source] | None:
     meta: dict[str, Any] = {"source": name, "name": name}
     if file_id:
         meta["file_id"] = file_id
+    if knowledge:
+        meta["knowledge_name"] = knowledge
     return [{"source": source, "document": [document], "metadata": [meta]}]
 
 
 def _query_knowledge(arguments: Mapping[str, Any], text: str) -> list[Source] | None:
-    """One source per distinct source name (first-seen order), its chunks grouped."""
+    """One source per file (or note), first-seen order: its chunks, metadata and distances.
+
+    Chunks group by `file_id`, then `note_id`, then the source name, as Open
+    WebUI does: two files with one name stay two sources.
+    """
     results = _results_list(_loads(text))
-    if results is None:
+    if results is None or not all(isinstance(chunk, Mapping) for chunk in results):
         return None
     grouped: dict[str, Source] = {}
     for chunk in results:
-        if not isinstance(chunk, Mapping):
-            return None
         name = _first_str(chunk, ("source", "file", "name", "filename")) or "Unknown"
-        content = _first_str(chunk, ("content", "text")) or ""
         file_id = _first_str(chunk, ("file_id",))
-        source = grouped.get(name)
+        note_id = _first_str(chunk, ("note_id",))
+        key = file_id or note_id or name
+        source = grouped.get(key)
         if source is None:
-            head: dict[str, Any] = {"name": name, "id": file_id or name}
-            source = grouped[name] = {"source": head, "document": [], "metadata": []}
-        meta: dict[str, Any] = {"source": name, "name": name}
-        if file_id:
-            meta["file_id"] = file_id
-        source["document"].append(content)
-        source["metadata"].append(meta)
+            kind = _first_str(chunk, ("type",)) or "file"
+            head: dict[str, Any] = {"name": name, "id": key, "type": kind}
+            source = grouped[key] = {"source": head, "document": [], "metadata": []}
+        source["document"].append(_first_str(chunk, ("content", "text")) or "")
+        source["metadata"].append(_chunk_meta(name, file_id, note_id))
+        distance = chunk.get("distance")
+        if isinstance(distance, int | float) and not isinstance(distance, bool):
+            source.setdefault("distances", []).append(distance)
     return list(grouped.values())
+
+
+def _chunk_meta(name: str, file_id: str | None, note_id: str | None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"source": name, "name": name}
+    if file_id:
+        meta["file_id"] = file_id
+    if note_id:
+        meta["note_id"] = note_id
+    return meta
 
 
 _BUILDERS: Final = {

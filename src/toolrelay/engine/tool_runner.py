@@ -149,7 +149,7 @@ async def _run_one(prep: _Prepared, env: ToolEnv, index: int) -> Item:
     else:
         assert prep.tool is not None
         result, status = await _invoke(prep.tool, name, prep.args, call, env)
-        await _side_events(name, prep.args, result, env)
+        await _side_events(name, prep.args, result, env, cite=status == "completed")
     output = cast(
         Item, function_call_output_item(str(call.get("call_id")), result_output_parts(result))
     )
@@ -214,9 +214,10 @@ async def _client_call(call_id: str, name: str, args: dict[str, Any], env: ToolE
 
 
 async def _side_events(
-    name: str, args: dict[str, Any], result: NormalisedResult, env: ToolEnv
+    name: str, args: dict[str, Any], result: NormalisedResult, env: ToolEnv, *, cite: bool
 ) -> None:
-    if name in CITATION_TOOLS:
+    """Citations (successful results only, R11) and `terminal:*` events."""
+    if cite and name in CITATION_TOOLS:
         for source in citation_sources(name, args, result.text):
             await env.emit(Event(ev.SOURCE, source))
     terminal = terminal_event(name, args)
