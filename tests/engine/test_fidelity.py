@@ -5,9 +5,11 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from starlette.responses import HTMLResponse
 
 from toolrelay import Relay, tool
 from toolrelay.core import events as ev
+from toolrelay.core.transcript import to_chat_messages
 from toolrelay.testing.scripted_model import ScriptedModel, reply
 from toolrelay.testing.sinks import ListSink
 
@@ -79,3 +81,35 @@ async def test_a_successful_fetch_url_is_cited() -> None:
     await Relay(model, [fetch_url]).run("read example.org", sink=sink)
     (source,) = sink.of(ev.SOURCE)
     assert source.data["document"] == ["Example Domain. This domain is for examples."]
+
+
+async def test_an_inline_html_response_reaches_the_model_as_the_ui_text() -> None:
+    @tool
+    def chart() -> HTMLResponse:
+        """Draw a chart."""
+        return HTMLResponse("<h1>Q3</h1>", headers={"Content-Disposition": "inline"})
+
+    model = ScriptedModel(reply(calls=[("chart", {})]), reply("Shown."))
+    result = await Relay(model, [chart]).run("chart it")
+    output = result.output[1]
+    assert output["output"] == "Displayed the UI to the user."
+    assert output["embeds"] == ["<h1>Q3</h1>"]
+    sent = to_chat_messages(model.requests[1].output)
+    assert sent[-1]["content"] == "Displayed the UI to the user."
+
+
+PNG = "data:image/png;base64," + "iVBORw0KGgo" * 4
+
+
+async def test_an_image_inside_a_dict_reaches_the_model_as_an_image() -> None:
+    @tool
+    def plot() -> dict[str, object]:
+        """Plot."""
+        return {"title": "sales", "image": PNG}
+
+    model = ScriptedModel(reply(calls=[("plot", {})]), reply("A rising line."))
+    await Relay(model, [plot]).run("plot it")
+    sent = to_chat_messages(model.requests[1].output)
+    assert sent[-2]["content"] == '{"title":"sales","image":"[image]"}'
+    assert sent[-1]["role"] == "user"
+    assert {"type": "image_url", "image_url": {"url": PNG}} in sent[-1]["content"]

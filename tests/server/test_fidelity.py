@@ -4,13 +4,24 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import httpx
+import orjson
 import pytest
 
 from tests.server.conftest import Running, ServerThread, make_settings
+from tests.server.test_chats_api import LOCATION_TOOL, new_chat, wait_saved
+from toolrelay.core.framing import SSEDecoder
+from toolrelay.core.tool_results import UI_SHOWN_TEXT
 from toolrelay.server.settings import ModelRoute
 from toolrelay.testing.fake_server import FakeModelServer, SSEReply
-from toolrelay.testing.wire import ToolCallSpec, render_responses_sse, responses_events
+from toolrelay.testing.wire import (
+    ToolCallSpec,
+    chat_chunks,
+    render_responses_sse,
+    responses_events,
+)
 
 RESPONSES = "/v1/responses"
 
@@ -57,3 +68,56 @@ def test_a_stateful_route_continues_with_previous_response_id(stateful: Running)
     assert second["previous_response_id"] == "resp_1"
     assert all(i.get("role") != "user" for i in second["input"])  # the history is not resent
     assert [i["type"] for i in second["input"]] == ["function_call_output"]
+
+
+# --------------------------------------------------------------------------- client-tool results
+
+CHAT = "/v1/chat/completions"
+MAP_HTML = "<div id='map'>Berlin</div>"
+INLINE_HTML = {"Content-Type": "text/html", "Content-Disposition": "inline"}
+
+
+def answering(client: httpx.Client, chat_id: str, answer: dict[str, Any]) -> list[dict[str, Any]]:
+    """Read the chat's events to the end; answer each `execute:tool` with `answer` (plus its id)."""
+    seen: list[dict[str, Any]] = []
+    decoder = SSEDecoder()
+    with client.stream("GET", f"/api/chats/{chat_id}/events") as response:
+        for chunk in response.iter_bytes():
+            for frame in decoder.feed(chunk):
+                event = orjson.loads(frame.data)
+                seen.append(event)
+                if event["type"] == "execute:tool":
+                    body = {"id": event["data"]["id"], **answer}
+                    posted = client.post(f"/api/chats/{chat_id}/tool-results", json=body)
+                    assert posted.status_code == 202, posted.text
+    return seen
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        {"result": [MAP_HTML, INLINE_HTML]},  # a direct tool's `[data, headers]`
+        {"result": MAP_HTML, "headers": INLINE_HTML},
+    ],
+    ids=["data-headers-list", "headers-field"],
+)
+def test_a_client_tools_inline_html_becomes_an_embed(
+    running: Running, answer: dict[str, Any]
+) -> None:
+    running.upstream.route(
+        CHAT,
+        SSEReply(chat_chunks(tool_calls=[ToolCallSpec("get_location", {}, id="call_g")])),
+        SSEReply(chat_chunks(text="Shown.")),
+    )
+    with running.client() as client:
+        chat_id = new_chat(client, model="fake")
+        client.post(
+            f"/api/chats/{chat_id}/messages", json={"content": "where?", "tools": LOCATION_TOOL}
+        )
+        answering(client, chat_id, answer)
+        saved = wait_saved(client, chat_id)
+    output = next(i for i in saved["output"] if i["type"] == "function_call_output")
+    assert output["embeds"] == [MAP_HTML]
+    assert output["output"] == UI_SHOWN_TEXT
+    sent = running.upstream.requests[1].json["messages"][-1]
+    assert sent == {"role": "tool", "tool_call_id": "call_g", "content": UI_SHOWN_TEXT}

@@ -1,10 +1,16 @@
 """Whatever a tool returned → text for the model, files and embeds for the client (SPEC R10, R12).
 
 Owns: turning any tool result (None, str, bytes, numbers, `(data, headers)`
-tuples, MCP content lists, dicts, lists, odd objects) into a
+tuples, HTTP responses such as Starlette's `HTMLResponse` (duck-typed, no
+import), MCP content lists, dicts, lists, odd objects) into a
 `NormalisedResult` whose text is always `str` or `None`; building the
 `function_call_output.output` value (plain text, or text plus `input_image`
 parts); stripping large base64 payloads from what clients are sent.
+
+Images: only a whole-string base64 PNG/JPEG/GIF/WebP data URI is an image for
+the model (OpenAI-style APIs reject SVG and non-base64 URIs); found anywhere in
+a dict, list, tuple or MCP text part it moves to `files` and the text keeps
+`[image]` in its place. Other `data:image/` URIs are display-only files.
 
 Must not: raise on any input, upload files, or do I/O. Files stay data URIs
 here; storing them elsewhere is an adapter's job.
@@ -22,9 +28,12 @@ from typing import Any, Final
 import orjson
 
 __all__ = [
+    "IMAGE_PLACEHOLDER",
     "IMAGE_READ_TEXT",
+    "IMAGE_SHOWN_TEXT",
     "UI_SHOWN_TEXT",
     "NormalisedResult",
+    "is_model_image",
     "normalise_result",
     "result_output_parts",
     "strip_base64",
@@ -32,10 +41,13 @@ __all__ = [
 
 IMAGE_READ_TEXT: Final = "The image was read and shown to the user."
 UI_SHOWN_TEXT: Final = "Displayed the UI to the user."
+IMAGE_SHOWN_TEXT: Final = "The image was shown to the user."
+IMAGE_PLACEHOLDER: Final = "[image]"
 
 _MCP_TYPES: Final = frozenset({"text", "image", "audio", "resource", "resource_link"})
 _DEFAULT_MIME: Final = {"image": "image/png", "audio": "audio/wav"}
 _BASE64_RUN = re.compile(r"[A-Za-z0-9+/_\-\r\n]+={0,2}")
+_MODEL_IMAGE = re.compile(r"data:image/(?:png|jpe?g|gif|webp);base64,[A-Za-z0-9+/]+={0,2}", re.I)
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,15 +64,22 @@ class NormalisedResult:
     embeds: tuple[Any, ...] = ()
 
 
-def normalise_result(result: Any, *, headers: Mapping[str, str] | None = None) -> NormalisedResult:
-    """Normalise one tool result; `headers` (or a `(data, headers)` tuple) marks HTTP-ish results.
+def normalise_result(
+    result: Any, *, headers: Mapping[str, str] | None = None, direct: bool = False
+) -> NormalisedResult:
+    """Normalise one tool result; `headers` (or a `(data, headers)` pair) marks HTTP-ish results.
 
-    Only a tuple whose second element is a mapping counts as `(data, headers)`;
-    a client-side tool answering with a 2-element list should be passed as
-    `normalise_result(data, headers=headers)` by its adapter.
+    A tuple whose second element is a mapping counts as `(data, headers)`; so
+    does a 2-element list when `direct` (a client-side tool's answer, which
+    arrives as JSON). An HTTP response object, or `(response, context)`,
+    gives its body, or an embed when it is marked inline.
     """
-    if headers is None and _is_headers_tuple(result):
-        result, headers = result[0], result[1]
+    if headers is None:
+        response = _from_response(result)
+        if response is not None:
+            return response
+        if _is_headers_pair(result, direct):
+            result, headers = result[0], result[1]
     if headers is not None:
         embedded = _embed_from_headers(result, headers)
         if embedded is not None:
@@ -68,23 +87,79 @@ def normalise_result(result: Any, *, headers: Mapping[str, str] | None = None) -
     return _normalise_value(result)
 
 
-def _is_headers_tuple(value: Any) -> bool:
-    return isinstance(value, tuple) and len(value) == 2 and isinstance(value[1], Mapping)
+def _is_headers_pair(value: Any, direct: bool) -> bool:
+    kinds = (tuple, list) if direct else tuple
+    return isinstance(value, kinds) and len(value) == 2 and isinstance(value[1], Mapping)
+
+
+def _lowered(headers: Any) -> dict[str, str]:
+    try:
+        return {str(k).lower(): str(v) for k, v in headers.items()}
+    except Exception:
+        return {}
 
 
 def _embed_from_headers(data: Any, headers: Mapping[Any, Any]) -> NormalisedResult | None:
-    """Inline HTML → its body as an embed; inline with `Location` → that URL as an embed."""
-    lowered = {str(k).lower(): str(v) for k, v in headers.items()}
+    """Inline HTML → its body as an embed; inline with `Location` → that URL as an embed.
+
+    `data` may be `(html, context)` (or `(anything, context)` with a
+    `Location`): the context is then what the model reads.
+    """
+    lowered = _lowered(headers)
     if "inline" not in lowered.get("content-disposition", "").lower():
         return None
+    paired = isinstance(data, tuple | list) and len(data) == 2
+    context = data[1] if paired else None
     if "text/html" in lowered.get("content-type", "").lower():
-        body = _as_text(data)
+        body = _as_text(data[0] if paired else data)
         if body is not None:
-            return NormalisedResult(UI_SHOWN_TEXT, embeds=(body,))
+            return NormalisedResult(_context_text(context), embeds=(body,))
     location = lowered.get("location")
     if location:
-        return NormalisedResult(UI_SHOWN_TEXT, embeds=({"url": location},))
+        return NormalisedResult(_context_text(context), embeds=({"url": location},))
     return None
+
+
+def _context_text(context: Any) -> str:
+    """What the model reads about a shown UI: the tool's context, else the default line."""
+    if isinstance(context, str):
+        return context
+    if isinstance(context, dict | list):
+        return _json_text(context)
+    return UI_SHOWN_TEXT
+
+
+def _response_fields(value: Any) -> tuple[Any, Mapping[Any, Any], int] | None:
+    """`(body, headers, status)` of a Starlette-like response object, else None."""
+    try:
+        body, headers = getattr(value, "body", None), getattr(value, "headers", None)
+        status = getattr(value, "status_code", None)
+    except Exception:
+        return None
+    if not isinstance(body, bytes | bytearray | memoryview | str):
+        return None
+    if not isinstance(headers, Mapping) or not isinstance(status, int):
+        return None
+    return body, headers, status
+
+
+def _from_response(result: Any) -> NormalisedResult | None:
+    """An HTTP response, or `(response, context)`: inline → embed (R10), else its body."""
+    context: Any = None
+    fields = _response_fields(result)
+    if fields is None and isinstance(result, tuple) and len(result) == 2:
+        fields, context = _response_fields(result[0]), result[1]
+    if fields is None:
+        return None
+    raw, headers, status = fields
+    body = raw if isinstance(raw, str) else bytes(raw).decode("utf-8", errors="replace")
+    if "inline" not in _lowered(headers).get("content-disposition", "").lower():
+        return _normalise_value(body)
+    if status >= 400:
+        text = f"Error: the embedded UI answered with HTTP status {status}."
+    else:
+        text = _context_text(context)
+    return NormalisedResult(text, embeds=(body,))
 
 
 def _normalise_value(value: Any) -> NormalisedResult:
@@ -93,16 +168,56 @@ def _normalise_value(value: Any) -> NormalisedResult:
     if isinstance(value, bytes | bytearray | memoryview):
         value = bytes(value).decode("utf-8", errors="replace")
     if isinstance(value, str):
-        if value.startswith("data:image/"):
+        if is_model_image(value):
             return NormalisedResult(IMAGE_READ_TEXT, files=({"type": "image", "url": value},))
+        if value.startswith("data:image/"):
+            return NormalisedResult(IMAGE_SHOWN_TEXT, files=(_display_file(value),))
         return NormalisedResult(value)
     if _is_mcp_content(value):
         return _normalise_mcp(value)
-    if isinstance(value, bool | int | float | dict | list | tuple) or dataclasses.is_dataclass(
-        value
-    ):
+    if isinstance(value, dict | list | tuple):
+        images: list[str] = []
+        value = _without_images(value, images)
+        text = _json_text(value)
+        return NormalisedResult(text, tuple({"type": "image", "url": u} for u in images))
+    if isinstance(value, bool | int | float) or dataclasses.is_dataclass(value):
         return NormalisedResult(_json_text(value))
     return NormalisedResult(_safe_str(value))
+
+
+def is_model_image(value: str) -> bool:
+    """A whole-string base64 raster image data URI, the only image form models accept."""
+    return value.startswith("data:image/") and _MODEL_IMAGE.fullmatch(value) is not None
+
+
+def _display_file(url: str) -> dict[str, Any]:
+    """A `data:` URI the client may show but the model must not get as an image."""
+    mime = url[5:].split(",", 1)[0].split(";", 1)[0] or "application/octet-stream"
+    return {"type": "file", "url": url, "mime_type": mime}
+
+
+def _has_image(value: Any, path: set[int]) -> bool:
+    if isinstance(value, str):
+        return is_model_image(value)
+    if not isinstance(value, dict | list | tuple) or id(value) in path:
+        return False
+    path.add(id(value))
+    items = value.values() if isinstance(value, dict) else value
+    found = any(_has_image(v, path) for v in items)
+    path.discard(id(value))
+    return found
+
+
+def _without_images(value: Any, images: list[str]) -> Any:
+    """`value` with every model image replaced by the placeholder (a copy; `images` collects)."""
+    if not _has_image(value, set()):
+        return value
+    if isinstance(value, str):
+        images.append(value)
+        return IMAGE_PLACEHOLDER
+    if isinstance(value, dict):
+        return {k: _without_images(v, images) for k, v in value.items()}
+    return [_without_images(v, images) for v in value]
 
 
 def _as_text(data: Any) -> str | None:
@@ -149,15 +264,23 @@ def _is_mcp_type(kind: Any) -> bool:
 
 
 def _normalise_mcp(parts: list[dict[str, Any]]) -> NormalisedResult:
-    """Texts joined by newlines; images and audio become data-URI files."""
+    """Texts joined by newlines; images and audio become data-URI files.
+
+    A part without string `data` is skipped with a note (an empty data URI is
+    rejected by providers); images inside a text part are extracted.
+    """
     texts: list[str] = []
     files: list[dict[str, Any]] = []
     for part in parts:
         kind = part["type"]
         if kind == "text":
-            texts.append(_str_field(part, "text"))
+            texts.append(_mcp_text(_str_field(part, "text"), files))
         elif kind in ("image", "audio"):
-            files.append(_media_file(kind, part.get("mimeType"), part.get("data")))
+            data = part.get("data")
+            if isinstance(data, str) and data:
+                files.append(_media_file(kind, part.get("mimeType"), data))
+            else:
+                texts.append(f"[{kind} without data skipped]")
         elif kind == "resource":
             _add_resource(part.get("resource"), texts, files)
         else:  # resource_link
@@ -165,16 +288,33 @@ def _normalise_mcp(parts: list[dict[str, Any]]) -> NormalisedResult:
     return NormalisedResult("\n".join(texts) if texts else None, tuple(files))
 
 
+def _mcp_text(text: str, files: list[dict[str, Any]]) -> str:
+    """A text part; an image data URI in it (whole, or inside its JSON) becomes a file."""
+    if is_model_image(text):
+        files.append({"type": "image", "url": text})
+        return IMAGE_PLACEHOLDER
+    if "data:image/" not in text or not text.lstrip().startswith(("{", "[")):
+        return text
+    try:
+        decoded = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return text
+    images: list[str] = []
+    stripped = _without_images(decoded, images)
+    files.extend({"type": "image", "url": u} for u in images)
+    return _json_text(stripped) if images else text
+
+
 def _str_field(part: Mapping[str, Any], key: str) -> str:
     value = part.get(key)
     return value if isinstance(value, str) else ("" if value is None else _json_text(value))
 
 
-def _media_file(kind: str, mime: Any, data: Any) -> dict[str, Any]:
+def _media_file(kind: str, mime: Any, data: str) -> dict[str, Any]:
     mime_type = mime if isinstance(mime, str) and mime else _DEFAULT_MIME[kind]
-    url = f"data:{mime_type};base64,{data if isinstance(data, str) else ''}"
+    url = f"data:{mime_type};base64,{data}"
     if kind == "image":
-        return {"type": "image", "url": url}
+        return {"type": "image", "url": url} if is_model_image(url) else _display_file(url)
     return {"type": kind, "url": url, "mime_type": mime_type}
 
 

@@ -149,9 +149,16 @@ class Relay:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
 
-    def submit_tool_result(self, call_id: str, result: Any) -> bool:
-        """The result of a client-side tool call (`execute:tool`)."""
-        return self.pending.resolve(f"tool:{call_id}", result)
+    def submit_tool_result(
+        self, call_id: str, result: Any, *, headers: Mapping[str, str] | None = None
+    ) -> bool:
+        """The result of a client-side tool call (`execute:tool`).
+
+        `headers` mark an HTTP-style result, as a `[data, headers]` answer does
+        (inline HTML or a `Location` becomes an embed, R10).
+        """
+        answer = [result, dict(headers)] if isinstance(headers, Mapping) else result
+        return self.pending.resolve(f"tool:{call_id}", answer)
 
     def approve(self, call_id: str, approved: bool = True, *, reason: str | None = None) -> bool:
         """Approve or reject a call that waits in `tool:approval`."""

@@ -187,7 +187,7 @@ async def _invoke(
         raise
     except Exception as exc:  # a tool's failure is a result for the model (R9)
         return NormalisedResult(_error_text(exc)), "failed"
-    return normalise_result(raw), "completed"
+    return normalise_result(raw, direct=spec.kind == "client"), "completed"
 
 
 def _error_text(exc: BaseException) -> str:

@@ -75,6 +75,8 @@ class MessageCreate(_Open):
 class ToolResultIn(_Open):
     id: str = Field(min_length=1)
     result: Any = None
+    headers: dict[str, str] | None = None
+    """HTTP-style headers of the result (`Content-Disposition: inline` HTML → an embed, R10)."""
     approved: bool | None = None
     """Set for an approval answer (`tool:approval`) instead of a result."""
     reason: str | None = None

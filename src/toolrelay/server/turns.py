@@ -136,7 +136,9 @@ class TurnManager:
             if op == "cancel":
                 task.cancel()
             elif op == "tool_result":
-                relay.submit_tool_result(str(message.get("id")), message.get("result"))
+                relay.submit_tool_result(
+                    str(message.get("id")), message.get("result"), headers=message.get("headers")
+                )
             elif op == "approval":
                 relay.approve(
                     str(message.get("id")),

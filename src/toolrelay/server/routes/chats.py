@@ -152,6 +152,8 @@ async def tool_results(
         }
     else:
         message = {"op": "tool_result", "id": body.id, "result": body.result}
+        if body.headers is not None:
+            message["headers"] = body.headers
     await svc.turns.answer(chat_id, message)
     return {"accepted": True}
 
