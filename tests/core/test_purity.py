@@ -9,7 +9,7 @@ import sys
 def test_core_imports_no_network_db_or_asyncio() -> None:
     code = (
         "import sys, pkgutil, importlib, toolrelay.core as c\n"
-        "for m in pkgutil.iter_modules(c.__path__): importlib.import_module('toolrelay.core.' + m.name)\n"
+        "for m in pkgutil.walk_packages(c.__path__, 'toolrelay.core.'): importlib.import_module(m.name)\n"
         "bad = [m for m in ('httpx', 'asyncio', 'sqlalchemy', 'anyio', 'socket', 'redis') if m in sys.modules]\n"
         "print(','.join(bad))\n"
     )

@@ -179,6 +179,7 @@ def _final_data(result: TurnResult) -> dict[str, Any]:
         "content": result.text,
         "usage": result.usage,
         "status": result.status,
+        "finish_reason": result.finish_reason,
     }
     if result.error:
         data["error"] = {"content": result.error}

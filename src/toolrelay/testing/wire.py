@@ -8,8 +8,11 @@ OpenAI API streams them (first chunk carries `role`, a tool call's first
 fragment carries `id`/`type`/`name` with empty `arguments`, a final chunk
 carries `finish_reason`, an optional usage chunk has `choices: []`),
 Responses API stream events with `type` and `sequence_number`, and Ollama
-`/api/chat` NDJSON lines. It must not do I/O; rendering to bytes is here too
-because "what goes on the wire" is exactly what tests compare against.
+`/api/chat` NDJSON lines. It must not do I/O.
+
+The objects themselves (chunks, completions, `response` objects, numbered
+events, SSE frames) come from `toolrelay.core.formats`, the renderers the
+server answers with, so a fake upstream and our own answers cannot drift apart.
 """
 
 from __future__ import annotations
@@ -20,6 +23,15 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
+
+from toolrelay.core.formats.chat_completions.render import (
+    chunk,
+    chunk_choice,
+    completion,
+    tool_call,
+)
+from toolrelay.core.formats.responses.render import EventSequence, response_object
+from toolrelay.core.formats.sse import DONE, dumps, sse_data, sse_event
 
 __all__ = [
     "ToolCallSpec",
@@ -51,20 +63,6 @@ class ToolCallSpec:
         if isinstance(self.arguments, str):
             return self.arguments
         return dumps(self.arguments).decode()
-
-
-def _default(obj: object) -> object:
-    """Let orjson serialise any Mapping/Sequence, not only dict/list (tests pass proxies, tuples)."""
-    if isinstance(obj, Mapping):
-        return dict(obj)
-    if isinstance(obj, Sequence) and not isinstance(obj, str | bytes):
-        return list(obj)
-    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
-
-
-def dumps(value: object) -> bytes:
-    """Compact JSON, as the OpenAI API and Ollama emit it."""
-    return orjson.dumps(value, default=_default)
 
 
 def _hex_id(prefix: str, sep: str = "_") -> str:
@@ -120,26 +118,14 @@ def chat_chunks(
     if finish_reason is None:
         finish_reason = "tool_calls" if tool_calls else "stop"
 
-    def chunk(choices: list[dict[str, Any]]) -> dict[str, Any]:
-        body: dict[str, Any] = {
-            "id": cid,
-            "object": "chat.completion.chunk",
-            "created": created,
-            "model": model,
-            "system_fingerprint": None,
-            "choices": choices,
-        }
-        if usage is not None:
-            body["usage"] = None
-        return body
-
-    def choice(delta: dict[str, Any], finish: str | None) -> dict[str, Any]:
-        return {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
-
-    chunks = [chunk([choice(delta, None)]) for delta in deltas]
-    chunks.append(chunk([choice({}, finish_reason)]))
+    extra: dict[str, Any] = {"system_fingerprint": None}
     if usage is not None:
-        chunks.append(chunk([]) | {"usage": dict(usage)})
+        extra["usage"] = None
+
+    chunks = [chunk(cid, created, model, [chunk_choice(delta)], **extra) for delta in deltas]
+    chunks.append(chunk(cid, created, model, [chunk_choice({}, finish_reason)], **extra))
+    if usage is not None:
+        chunks.append(chunk(cid, created, model, [], **extra | {"usage": dict(usage)}))
     return chunks
 
 
@@ -180,77 +166,50 @@ def chat_completion(
         message[reasoning_field] = reasoning
     if tool_calls:
         message["tool_calls"] = [
-            {
-                "id": call.id or _hex_id("call"),
-                "type": "function",
-                "function": {"name": call.name, "arguments": call.arguments_json()},
-            }
+            tool_call(call.id or _hex_id("call"), call.name, call.arguments_json())
             for call in tool_calls
         ]
     if finish_reason is None:
         finish_reason = "tool_calls" if tool_calls else "stop"
-    body: dict[str, Any] = {
-        "id": completion_id or _hex_id("chatcmpl", "-"),
-        "object": "chat.completion",
-        "created": created,
-        "model": model,
-        "system_fingerprint": None,
-        "choices": [
-            {"index": 0, "message": message, "logprobs": None, "finish_reason": finish_reason}
-        ],
-    }
-    if usage is not None:
-        body["usage"] = dict(usage)
-    return body
+    return completion(
+        message,
+        finish_reason,
+        model=model,
+        id=completion_id or _hex_id("chatcmpl", "-"),
+        created=created,
+        usage=usage,
+        system_fingerprint=None,
+    )
 
 
 def render_sse(chunks: Iterable[Mapping[str, Any]], done: bool = True) -> bytes:
     """`data: <json>\\n\\n` per chunk, then `data: [DONE]\\n\\n` (WHATWG SSE, OpenAI framing)."""
-    body = b"".join(b"data: " + dumps(c) + b"\n\n" for c in chunks)
-    return body + (b"data: [DONE]\n\n" if done else b"")
+    body = b"".join(sse_data(c) for c in chunks)
+    return body + (DONE if done else b"")
 
 
 # --------------------------------------------------------------------------- responses API
 
 
-class _Seq:
-    """Assigns the monotonically increasing `sequence_number` every Responses event carries."""
+class _Seq(EventSequence):
+    """Numbers events and keeps them, in order."""
+
+    __slots__ = ("events",)
 
     def __init__(self) -> None:
+        super().__init__()
         self.events: list[dict[str, Any]] = []
 
     def emit(self, type_: str, **fields: Any) -> None:
-        self.events.append({"type": type_, "sequence_number": len(self.events), **fields})
+        self.events.append(self.event(type_, **fields))
 
 
 def _response_object(
     response_id: str, model: str, created: int, status: str, output: list[dict[str, Any]]
 ) -> dict[str, Any]:
-    return {
-        "id": response_id,
-        "object": "response",
-        "created_at": created,
-        "status": status,
-        "error": None,
-        "incomplete_details": None,
-        "instructions": None,
-        "max_output_tokens": None,
-        "model": model,
-        "output": output,
-        "parallel_tool_calls": True,
-        "previous_response_id": None,
-        "reasoning": {"effort": None, "summary": None},
-        "store": True,
-        "temperature": 1.0,
-        "text": {"format": {"type": "text"}},
-        "tool_choice": "auto",
-        "tools": [],
-        "top_p": 1.0,
-        "truncation": "disabled",
-        "usage": None,
-        "user": None,
-        "metadata": {},
-    }
+    return response_object(
+        response_id, model=model, created=created, status=status, output=output, store=True
+    )
 
 
 def _emit_reasoning(seq: _Seq, index: int, summary: Sequence[str]) -> dict[str, Any]:
@@ -357,9 +316,7 @@ def responses_events(
 
 def render_responses_sse(events: Iterable[Mapping[str, Any]]) -> bytes:
     """`event: <type>\\ndata: <json>\\n\\n` per event; the Responses API sends no `[DONE]`."""
-    return b"".join(
-        b"event: " + str(e["type"]).encode() + b"\ndata: " + dumps(e) + b"\n\n" for e in events
-    )
+    return b"".join(sse_event(str(e["type"]), e) for e in events)
 
 
 # --------------------------------------------------------------------------- ollama

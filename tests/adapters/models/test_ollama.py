@@ -6,8 +6,8 @@ import orjson
 import pytest
 
 from toolrelay.adapters.models import Ollama, Retry
-from toolrelay.adapters.models.ollama import ollama_messages
 from toolrelay.core.body import BodyReader
+from toolrelay.core.formats.ollama.request import ollama_messages
 from toolrelay.core.items import function_call_item, function_call_output_item, output_text
 from toolrelay.engine.interfaces import ModelRequest
 from toolrelay.errors import ProviderError

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from toolrelay.adapters.models import OpenAIResponses
-from toolrelay.adapters.models.openai_responses import responses_tool
 from toolrelay.core.body import BodyReader
+from toolrelay.core.formats.responses.convert import flat_tool as responses_tool
 from toolrelay.core.items import function_call_item, function_call_output_item, output_text
 from toolrelay.engine.interfaces import ModelRequest
 from toolrelay.testing import BodyReply, SSEReply, ToolCallSpec, wire

@@ -1,9 +1,9 @@
 """The OpenAI Chat Completions client (`POST /v1/chat/completions`).
 
-This module owns only the request body: the history plus this turn's items
-converted back to messages (`core.transcript.to_chat_messages`, SPEC R13),
-the tools, and pass-through parameters. Sending, retries, timeouts and errors
-are `adapters.models.http`; reading the body is `core.body.BodyReader`.
+The request body is `core.formats.chat_completions.request` (the history plus
+this turn's items as messages, SPEC R13, the tools, pass-through parameters).
+Sending, retries, timeouts and errors are `adapters.models.http`; reading
+the body is `core.body.BodyReader`.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ from toolrelay.adapters.models.http import (
     bearer_headers,
     v1_url,
 )
-from toolrelay.core.transcript import ReasoningReplay, to_chat_messages
+from toolrelay.core.formats.chat_completions.request import request_body
+from toolrelay.core.transcript import ReasoningReplay
 from toolrelay.engine.interfaces import ModelRequest
 
 __all__ = ["OpenAIChat"]
@@ -61,13 +62,14 @@ class OpenAIChat(HTTPModelClient):
 
     def body(self, request: ModelRequest) -> dict[str, Any]:
         """The JSON body for `request`: client params first, then the request's, win last."""
-        messages = [*request.messages]
-        messages += to_chat_messages(request.output, reasoning=self.reasoning_replay)
-        body: dict[str, Any] = {"model": self.model, "messages": messages, "stream": self.stream}
-        if self.stream and self.include_usage:
-            body["stream_options"] = {"include_usage": True}
-        if request.tools:
-            body["tools"] = list(request.tools)
-        body.update(self.params)
-        body.update(request.params)
-        return body
+        return request_body(
+            model=self.model,
+            messages=request.messages,
+            output=request.output,
+            tools=request.tools,
+            stream=self.stream,
+            include_usage=self.include_usage,
+            reasoning=self.reasoning_replay,
+            defaults=self.params,
+            params=request.params,
+        )

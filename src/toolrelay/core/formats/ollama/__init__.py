@@ -1,0 +1,1 @@
+"""Ollama `/api/chat`: the request body and its messages (`request`)."""

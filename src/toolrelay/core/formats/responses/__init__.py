@@ -1,0 +1,1 @@
+"""OpenAI Responses: what we write (`render`), input conversions (`convert`), request bodies (`request`)."""
