@@ -6,10 +6,13 @@ import asyncio
 
 import pytest
 
+from toolrelay import Relay, tool
+from toolrelay.engine.interfaces import tools_by_name
 from toolrelay.engine.interpreter import SubprocessRunner
 from toolrelay.engine.limits import RunLimits
 from toolrelay.engine.pending import PendingCalls
 from toolrelay.errors import ConfigError
+from toolrelay.testing.scripted_model import ScriptedModel
 
 pytestmark = pytest.mark.anyio
 
@@ -57,3 +60,29 @@ def test_limits_are_checked() -> None:
         RunLimits(on_cap="explode")  # type: ignore[arg-type]
     assert RunLimits(repeat_warn=4).stop_after_repeats == 8
     assert RunLimits(repeat_warn=4, repeat_stop=0).stop_after_repeats == 0
+
+
+def test_relay_takes_tools_and_names_them_once() -> None:
+    @tool
+    def lookup(q: str) -> str:
+        """Look up."""
+        return q
+
+    def plain(q: str) -> str:
+        return q
+
+    relay = Relay(ScriptedModel(), [lookup])
+    assert relay.tools == {"lookup": lookup}
+    with pytest.raises(
+        TypeError, match=r"not a tool: .*plain.* \(make a function a tool with @tool\)"
+    ):
+        Relay(ScriptedModel(), [plain])
+    with pytest.raises(ConfigError, match="'tools' defines two tools named 'lookup'"):
+        Relay(ScriptedModel(), [lookup, tool(name="lookup")(plain)])
+
+
+def test_tools_by_name_names_both_places_of_a_clash() -> None:
+    first, second = tool(name="t")(lambda: 1), tool(name="t")(lambda: 2)
+    assert tools_by_name([("a.py", [first])]) == {"t": first}
+    with pytest.raises(ConfigError, match="tools: 't' is defined by both 'a.py' and 'b.py'"):
+        tools_by_name([("a.py", [first]), ("b.py", [second])])

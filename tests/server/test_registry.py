@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from toolrelay.adapters.models import Ollama, OpenAIChat, OpenAIResponses
-from toolrelay.engine.filters import HttpOutlet
+from toolrelay.adapters.pipelines import HttpOutlet
 from toolrelay.engine.interfaces import ToolContext
 from toolrelay.errors import ConfigError
 from toolrelay.server.registry import Registry, build_registry, setup_hint
@@ -173,14 +173,14 @@ async def test_filters_from_file_module_and_url(tmp_path: Path) -> None:
     (tmp_path / "filters.py").write_text(FILTERS, encoding="utf-8")
     settings = settings_from(
         tmp_path,
-        'filters = ["filters.py:Filter", "toolrelay.engine.filters:HttpOutlet",'
+        'filters = ["filters.py:Filter", "toolrelay.adapters.pipelines:HttpOutlet",'
         ' "http://pipelines:9099/f/filter/outlet"]\n',
     )
     # HttpOutlet needs a URL, so naming the class is not a usable filter
     with pytest.raises(ConfigError) as info:
         build_registry(settings, env={})
     assert str(info.value).startswith(
-        "filters: 'toolrelay.engine.filters:HttpOutlet' cannot be created: TypeError: "
+        "filters: 'toolrelay.adapters.pipelines:HttpOutlet' cannot be created: TypeError: "
     )
     settings = settings_from(
         tmp_path, 'filters = ["filters.py:Filter", "http://pipelines:9099/f/filter/outlet"]\n'

@@ -29,7 +29,7 @@ class Coalescer:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._sink = sink
-        self._discard = isinstance(sink, NullSink)  # nobody listens: skip the work
+        self._quiet = isinstance(sink, NullSink)
         self._window = window
         self._max = max(1, max_chunks)
         self._clock = clock
@@ -42,12 +42,12 @@ class Coalescer:
         self._flusher: asyncio.Task[None] | None = None
 
     @property
-    def discards(self) -> bool:
-        """True when events go nowhere, so producers may skip building them."""
-        return self._discard
+    def quiet(self) -> bool:
+        """Nobody is listening (the sink is a `NullSink`): producers may skip building events."""
+        return self._quiet
 
     async def emit_many(self, events: Iterable[Event]) -> None:
-        if self._discard:
+        if self._quiet:
             return
         for event in events:
             if not self._merged(event):
@@ -72,7 +72,7 @@ class Coalescer:
         return True
 
     async def emit(self, event: Event) -> None:
-        if self._discard:
+        if self._quiet:
             return
         if self._window <= 0:
             await self._send(event)

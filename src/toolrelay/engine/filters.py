@@ -1,9 +1,9 @@
-"""Inlet/outlet filters (SPEC R19): in-process objects and HTTP pipeline outlets.
+"""Running inlet/outlet filters (SPEC R19), whatever they are.
 
 A filter is any object with `inlet(body)` and/or `outlet(body)`, sync or
 async, returning the (possibly changed) body — the shape Open WebUI's filter
-functions use. `HttpOutlet` posts the body to a pipeline server. Outlets run
-pipeline-first, then in-process filters.
+functions use. A filter with `pipeline = True` (`adapters.pipelines.HttpOutlet`,
+which posts the body to a pipelines server) runs before the in-process ones.
 """
 
 from __future__ import annotations
@@ -14,32 +14,8 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import httpx
-
 Body = dict[str, Any]
 log = logging.getLogger(__name__)
-
-
-class HttpOutlet:
-    """A pipelines-server outlet: POST `{"body": body, "user": user}`, the reply is the new body."""
-
-    pipeline = True
-
-    def __init__(self, url: str, *, api_key: str | None = None, timeout: float = 30.0) -> None:
-        self.url = url
-        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._client = httpx.AsyncClient(timeout=timeout)
-
-    async def outlet(self, body: Body, user: Mapping[str, Any] | None = None) -> Body:
-        response = await self._client.post(
-            self.url, json={"body": body, "user": dict(user or {})}, headers=self._headers
-        )
-        response.raise_for_status()
-        result = response.json()
-        return result if isinstance(result, dict) else body
-
-    async def aclose(self) -> None:
-        await self._client.aclose()
 
 
 async def _call(method: Any, body: Body, user: Mapping[str, Any] | None) -> Body:

@@ -1,5 +1,8 @@
 """Finishing a turn (SPEC R18–R20): close items, outlets, tasks, save once, final event.
 
+The finisher is handed a `TurnEnd` (a value: the turn's output, usage and
+history as they stand) and an `emit` callable; it never sees the loop.
+
 Order: every `in_progress` item is closed (`completed`, or `incomplete` when
 the turn failed or was cancelled); outlet filters run (pipelines first) and
 may rewrite the output (then `chat:outlet`); background tasks run on the
@@ -11,9 +14,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 from toolrelay.core import events as ev
 from toolrelay.core.events import Event
@@ -23,10 +26,10 @@ from toolrelay.engine.filters import run_outlets
 from toolrelay.engine.interfaces import ChatStore, Message, ModelClient
 from toolrelay.engine.tasks import run_tasks
 
-if TYPE_CHECKING:
-    from toolrelay.engine.loop import Turn
-
 log = logging.getLogger(__name__)
+
+Emit = Callable[[Event], Awaitable[None]]
+"""Where the finisher's events go (the turn's coalescer, in order with the rest)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +49,22 @@ class TurnResult:
     follow_ups: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True, slots=True)
+class TurnEnd:
+    """A turn as it stopped: what the finisher needs of it, nothing more."""
+
+    messages: Sequence[Message]
+    """The history the turn answered (outlets and tasks see it)."""
+    output: list[Item]
+    usage: dict[str, Any]
+    status: str
+    error: str | None
+    finish_reason: str | None
+    timings: dict[str, Any]
+    quiet: bool = False
+    """Nobody is listening: the final event is not built."""
+
+
 @dataclass(slots=True)
 class Finisher:
     """The end-of-turn steps; each part is optional."""
@@ -59,43 +78,36 @@ class Finisher:
     user: Mapping[str, Any] | None = None
     model_name: str | None = None
 
-    async def finish(
-        self,
-        turn: Turn,
-        status: str,
-        error: str | None,
-        *,
-        finish_reason: str | None,
-        timings: dict[str, Any],
-        note: str | None = None,
-    ) -> TurnResult:
+    async def finish(self, end: TurnEnd, emit: Emit) -> TurnResult:
+        """Run the end-of-turn steps; the caller flushes `emit`'s events afterwards."""
+        status = end.status
         closing = "completed" if status in ("completed", "capped") else "incomplete"
-        output = [_closed(i, closing) for i in turn.output]
+        output = [_closed(i, closing) for i in end.output]
         if status != "cancelled":
-            output = await self._outlets(turn, output)
-        text = output_text(output)
+            output = await self._outlets(end.messages, output, emit)
         result = TurnResult(
             output=output,
-            text=text,
-            usage=dict(turn.usage),
+            text=output_text(output),
+            usage=dict(end.usage),
             status=status,
-            error=error,
-            finish_reason=finish_reason,
-            timings={**timings, **({"note": note} if note else {})},
+            error=end.error,
+            finish_reason=end.finish_reason,
+            timings=end.timings,
         )
         if status == "completed" and self.task_model is not None and self.tasks:
-            result = await self._tasks(turn, result)
+            result = await self._tasks(end.messages, result, emit)
         await self._save(result)
-        if not turn.emitter.discards:
-            await turn.emitter.emit(Event(ev.CHAT_COMPLETION, _final_data(result)))
-        await turn.emitter.flush()
+        if not end.quiet:
+            await emit(Event(ev.CHAT_COMPLETION, _final_data(result)))
         return result
 
-    async def _outlets(self, turn: Turn, output: list[Item]) -> list[Item]:
+    async def _outlets(
+        self, history: Sequence[Message], output: list[Item], emit: Emit
+    ) -> list[Item]:
         if not self.filters:
             return output
         content = output_text(output)
-        messages: list[Message] = [*turn.setup.messages]
+        messages: list[Message] = [*history]
         body = {
             "model": self.model_name,
             "chat_id": self.chat_id,
@@ -115,7 +127,7 @@ class Finisher:
         new_output = _rewritten(output, new)
         if new_output == output:
             return output
-        await turn.emitter.emit(
+        await emit(
             Event(
                 ev.CHAT_OUTLET,
                 {"content": output_text(new_output), "output": strip_base64(new_output)},
@@ -123,19 +135,17 @@ class Finisher:
         )
         return new_output
 
-    async def _tasks(self, turn: Turn, result: TurnResult) -> TurnResult:
+    async def _tasks(
+        self, history: Sequence[Message], result: TurnResult, emit: Emit
+    ) -> TurnResult:
         assert self.task_model is not None
-        found = await run_tasks(
-            self.task_model, turn.setup.messages, result.output, wanted=self.tasks
-        )
+        found = await run_tasks(self.task_model, history, result.output, wanted=self.tasks)
         if found.title:
-            await turn.emitter.emit(Event(ev.CHAT_TITLE, {"title": found.title}))
+            await emit(Event(ev.CHAT_TITLE, {"title": found.title}))
         if found.tags:
-            await turn.emitter.emit(Event(ev.CHAT_TAGS, {"tags": list(found.tags)}))
+            await emit(Event(ev.CHAT_TAGS, {"tags": list(found.tags)}))
         if found.follow_ups:
-            await turn.emitter.emit(
-                Event(ev.CHAT_FOLLOW_UPS, {"follow_ups": list(found.follow_ups)})
-            )
+            await emit(Event(ev.CHAT_FOLLOW_UPS, {"follow_ups": list(found.follow_ups)}))
         update = getattr(self.store, "update_chat", None)
         if self.chat_id and update is not None and (found.title or found.tags):
             await update(self.chat_id, title=found.title, tags=list(found.tags) or None)

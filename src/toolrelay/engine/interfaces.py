@@ -6,12 +6,13 @@ Protocols, and `toolrelay.testing` ships a fake for each.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from toolrelay.core.events import Event
 from toolrelay.core.items import Item
+from toolrelay.errors import ConfigError
 
 Message = dict[str, Any]
 EventEmitter = Callable[[dict[str, Any]], Awaitable[None]]
@@ -110,6 +111,28 @@ class Tool(Protocol):
     def spec(self) -> ToolSpec: ...
 
     async def call(self, arguments: dict[str, Any], context: ToolContext) -> Any: ...
+
+
+def tools_by_name(groups: Iterable[tuple[str, Iterable[Tool]]]) -> dict[str, Tool]:
+    """Tools keyed by the name the model calls them by: the one place names are checked.
+
+    `groups` pairs each batch of tools with where it came from (a file, a module,
+    `Relay`'s list); a name given twice is a `ConfigError` naming both places,
+    since the model could not tell the two tools apart.
+    """
+    found: dict[str, Tool] = {}
+    where: dict[str, str] = {}
+    for source, tools in groups:
+        for item in tools:
+            name = item.spec.name
+            if name in found:
+                first = where[name]
+                if first == source:
+                    raise ConfigError(f"{source!r} defines two tools named {name!r}")
+                raise ConfigError(f"tools: {name!r} is defined by both {first!r} and {source!r}")
+            found[name] = item
+            where[name] = source
+    return found
 
 
 class EventSink(Protocol):

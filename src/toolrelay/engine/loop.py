@@ -39,7 +39,7 @@ from toolrelay.core.rag import RagSnapshot, inject, take_snapshot
 from toolrelay.core.think_tags import TagConfig
 from toolrelay.core.usage import merge_usage
 from toolrelay.engine.coalesce import Coalescer
-from toolrelay.engine.finish import Finisher, TurnResult
+from toolrelay.engine.finish import Finisher, TurnEnd, TurnResult
 from toolrelay.engine.interfaces import (
     EventSink,
     Message,
@@ -51,7 +51,7 @@ from toolrelay.engine.interfaces import (
 from toolrelay.engine.interpreter import CodeRunner
 from toolrelay.engine.limits import RunLimits
 from toolrelay.engine.pending import PendingCalls
-from toolrelay.engine.tool_runner import ToolEnv, run_batch
+from toolrelay.engine.tool_runner import BatchOutcome, RepeatsStopped, ToolEnv, run_batch
 from toolrelay.errors import ProviderError
 
 
@@ -102,7 +102,7 @@ class Turn:
             setup.context,
             self._emit_tool,
             setup.pending,
-            listening=not self.emitter.discards,
+            quiet=self.emitter.quiet,
         )
         self._tool_specs = [t.spec.openai_spec() for t in setup.tools.values()]
 
@@ -123,9 +123,9 @@ class Turn:
                     return await self._finish("completed", None)
                 case RunTools(calls):
                     new_from = len(self.output)
-                    stop = await self._run_tools(calls)
-                    if stop is not None:
-                        return await self._finish("failed", stop)
+                    batch = await self._run_tools(calls)
+                    if isinstance(batch, RepeatsStopped):
+                        return await self._finish("failed", batch.error)
                 case RunCode(item):
                     new_from = self.output.index(item)  # the block, now with its output
                     await self._run_code(item)
@@ -197,15 +197,15 @@ class Turn:
             tags=setup.tags,
             clock=setup.clock,
             offset=len(self.output),
-            quiet=self.emitter.discards,
+            quiet=self.emitter.quiet,
         )
         dropped = False
         emit_many, feed, acc = self.emitter.emit_many, reader.feed, reader.acc
-        listening, runs_code = not self.emitter.discards, setup.code_runner is not None
+        quiet, runs_code = self.emitter.quiet, setup.code_runner is not None
         try:
             async for chunk in stream:
                 events = feed(chunk)
-                if events and listening:
+                if events and not quiet:
                     await emit_many(events)
                 if runs_code and acc.code_closed:
                     reader.stop()  # run the block now; the rest of the stream is not read
@@ -235,7 +235,7 @@ class Turn:
             self.sources.append(event.data)
         await self.emitter.emit(event)
 
-    async def _run_tools(self, calls: Sequence[Item]) -> str | None:
+    async def _run_tools(self, calls: Sequence[Item]) -> BatchOutcome:
         self.iterations += 1
         start = self.setup.clock()
         batch = await run_batch(calls, self.tool_env, base_index=len(self.output))
@@ -247,7 +247,7 @@ class Turn:
             for i in self.output
         ]
         self.output.extend(batch.outputs)
-        return batch.stop
+        return batch.outcome
 
     async def _run_code(self, item: Item) -> None:
         runner = self.setup.code_runner
@@ -281,15 +281,25 @@ class Turn:
         note: str | None = None,
     ) -> TurnResult:
         await self.emitter.flush()
-        timings = {"total_s": round(self.setup.clock() - self._started, 4), "steps": self.steps}
-        return await self.setup.finisher.finish(
-            self,
-            status,
-            error,
+        timings: dict[str, Any] = {
+            "total_s": round(self.setup.clock() - self._started, 4),
+            "steps": self.steps,
+        }
+        if note:
+            timings["note"] = note
+        end = TurnEnd(
+            messages=self.setup.messages,
+            output=self.output,
+            usage=self.usage,
+            status=status,
+            error=error,
             finish_reason=finish_reason or self.finish_reason,
             timings=timings,
-            note=note,
+            quiet=self.emitter.quiet,
         )
+        result = await self.setup.finisher.finish(end, self.emitter.emit)
+        await self.emitter.flush()
+        return result
 
     async def _cancelled(self) -> None:
         if self._reader is not None:

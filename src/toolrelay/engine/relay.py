@@ -22,6 +22,7 @@ from toolrelay.engine.interfaces import (
     ModelClient,
     Tool,
     ToolContext,
+    tools_by_name,
 )
 from toolrelay.engine.interpreter import CodeRunner
 from toolrelay.engine.limits import RunLimits
@@ -38,7 +39,7 @@ class Relay:
     def __init__(
         self,
         model: ModelClient,
-        tools: Iterable[Any] = (),
+        tools: Iterable[Tool] = (),
         *,
         limits: RunLimits | None = None,
         store: ChatStore | None = None,
@@ -50,11 +51,12 @@ class Relay:
         params: Mapping[str, Any] | None = None,
         name: str | None = None,
     ) -> None:
-        """`name` is what the saved turn records as its model (a server route name)."""
-        from toolrelay.adapters.tools.loader import as_tools
+        """`tools` are `Tool`s (`@tool` makes one of a function); their names must differ.
 
+        `name` is what the saved turn records as its model (a server route name).
+        """
         self.model = model
-        self.tools: dict[str, Tool] = {t.spec.name: t for t in as_tools(tools)}
+        self.tools = tools_by_name([("tools", [_checked_tool(t) for t in tools])])
         self.limits = limits or RunLimits()
         self.store = store
         self.filters = list(filters)
@@ -197,6 +199,12 @@ def _emitter(sink: EventSink) -> Any:
         )
 
     return emit
+
+
+def _checked_tool(obj: object) -> Tool:
+    if isinstance(obj, type) or not isinstance(obj, Tool):
+        raise TypeError(f"not a tool: {obj!r} (make a function a tool with @tool)")
+    return obj
 
 
 def _as_messages(messages: Sequence[Message] | str) -> list[Message]:

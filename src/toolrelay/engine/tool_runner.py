@@ -47,8 +47,8 @@ class ToolEnv:
     emit: Emit
     pending: PendingCalls
     repeats: Repeats = field(default_factory=Repeats)
-    listening: bool = True
-    """False when events go nowhere: skip building the ones only a client would read."""
+    quiet: bool = False
+    """Nobody is listening: skip building the events only a client would read."""
 
 
 @dataclass(slots=True)
@@ -61,21 +61,35 @@ class _Prepared:
 
 
 @dataclass(frozen=True, slots=True)
+class BatchDone:
+    """The batch ran: the loop asks the model again."""
+
+
+@dataclass(frozen=True, slots=True)
+class RepeatsStopped:
+    """Identical calls repeated long enough: the turn fails with `error`."""
+
+    error: str
+
+
+BatchOutcome = BatchDone | RepeatsStopped
+
+
+@dataclass(frozen=True, slots=True)
 class BatchResult:
     calls: list[Item]
     """The calls, arguments canonical, status final."""
     outputs: list[Item]
     """One function_call_output per call, in call order."""
-    stop: str | None
-    """Set when identical calls repeated long enough to stop the loop."""
+    outcome: BatchOutcome
 
 
 async def run_batch(calls: Sequence[Item], env: ToolEnv, *, base_index: int) -> BatchResult:
     prepared = [_prepare(call, env) for call in calls]
-    stop = None
+    outcome: BatchOutcome = BatchDone()
     if env.repeats.count >= env.limits.stop_after_repeats > 0:
         name = env.repeats.signature[0] if env.repeats.signature else "?"
-        stop = (
+        outcome = RepeatsStopped(
             f"Stopped: the model called `{name}` with the same arguments "
             f"{env.repeats.count} times in a row."
         )
@@ -96,7 +110,7 @@ async def run_batch(calls: Sequence[Item], env: ToolEnv, *, base_index: int) -> 
             group.append(i)
     await _gather(group, one)
     outputs = [r for r in results if r is not None]
-    return BatchResult([p.call for p in prepared], outputs, stop)
+    return BatchResult([p.call for p in prepared], outputs, outcome)
 
 
 async def _gather(indexes: list[int], one: Callable[[int], Coroutine[Any, Any, None]]) -> None:
@@ -158,7 +172,7 @@ async def _run_one(prep: _Prepared, env: ToolEnv, index: int) -> Item:
         output["files"] = list(result.files)
     if result.embeds:
         output["embeds"] = list(result.embeds)
-    if env.listening:
+    if not env.quiet:
         shown = strip_base64(output)
         await env.emit(Event(ev.OUTPUT_ITEM_DONE, {"output_index": index, "item": shown}))
     return output

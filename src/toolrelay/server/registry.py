@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from toolrelay.adapters.models import Ollama, OpenAIChat, OpenAIResponses
+from toolrelay.adapters.pipelines import HttpOutlet
 from toolrelay.adapters.tools import load_tools_from_file, load_tools_from_module
 from toolrelay.core.ids import new_id
-from toolrelay.engine.filters import HttpOutlet
-from toolrelay.engine.interfaces import ModelClient, Tool
+from toolrelay.engine.interfaces import ModelClient, Tool, tools_by_name
 from toolrelay.engine.limits import RunLimits
 from toolrelay.errors import ConfigError
 from toolrelay.server.settings import ModelRoute, Settings, is_file_ref
@@ -130,17 +130,10 @@ def _client(route: ModelRoute, environ: Mapping[str, str]) -> ModelClient:
 
 def _load_tools(refs: list[str]) -> dict[str, Tool]:
     """Every tool of every file/module; a name defined twice is an error naming both."""
-    tools: dict[str, Tool] = {}
-    where: dict[str, str] = {}
-    for ref in refs:
-        loaded = load_tools_from_file(ref) if is_file_ref(ref) else load_tools_from_module(ref)
-        for item in loaded:
-            name = item.spec.name
-            if name in tools:
-                raise ConfigError(f"tools: {name!r} is defined by both {where[name]!r} and {ref!r}")
-            tools[name] = item
-            where[name] = ref
-    return tools
+    return tools_by_name(
+        (ref, load_tools_from_file(ref) if is_file_ref(ref) else load_tools_from_module(ref))
+        for ref in refs
+    )
 
 
 def _load_filter(ref: str) -> Any:

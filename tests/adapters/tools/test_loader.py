@@ -221,7 +221,7 @@ def test_as_tools_mixed() -> None:
 
 
 def test_as_tools_duplicate_and_bad_objects() -> None:
-    with pytest.raises(ValueError, match="duplicate tool name: 'plain'"):
+    with pytest.raises(ConfigError, match="'tools' defines two tools named 'plain'"):
         as_tools([plain, tool(plain)])
     with pytest.raises(TypeError, match="not a tool or a callable: 42"):
         as_tools([42])

@@ -3,7 +3,7 @@
 Owns importing tool files by path (each under its own module name, so two
 files called `tools.py` do not collide), collecting the `PythonTool` objects
 a module exposes plus an Open WebUI-style `class Tools:` whose public methods
-become tools, and checking that tool names are unique.
+become tools. Names are checked by `engine.interfaces.tools_by_name`.
 
 Valves, user valves and the rest of Open WebUI's tool-file frontmatter are
 not handled here: `self.valves` stays whatever the class sets it to.
@@ -23,7 +23,7 @@ from typing import Any
 
 from toolrelay.adapters.tools.python import PythonTool, tool
 from toolrelay.core.ids import new_id
-from toolrelay.engine.interfaces import Tool
+from toolrelay.engine.interfaces import Tool, tools_by_name
 from toolrelay.errors import ConfigError
 
 __all__ = ["as_tools", "load_tools_from_file", "load_tools_from_module"]
@@ -77,15 +77,7 @@ def as_tools(objs: Iterable[Any]) -> list[Tool]:
 
     Names must be unique across the list: the model calls tools by name.
     """
-    tools: list[Tool] = []
-    seen: set[str] = set()
-    for obj in objs:
-        item = _as_tool(obj)
-        if item.spec.name in seen:
-            raise ValueError(f"duplicate tool name: {item.spec.name!r}")
-        seen.add(item.spec.name)
-        tools.append(item)
-    return tools
+    return list(tools_by_name([("tools", [_as_tool(obj) for obj in objs])]).values())
 
 
 def _as_tool(obj: Any) -> Tool:
@@ -127,9 +119,5 @@ def _methods_as_tools(cls: type) -> list[PythonTool]:
 
 
 def _unique(tools: list[PythonTool], source: str) -> list[PythonTool]:
-    seen: set[str] = set()
-    for item in tools:
-        if item.spec.name in seen:
-            raise ConfigError(f"{source!r} defines two tools named {item.spec.name!r}")
-        seen.add(item.spec.name)
+    tools_by_name([(source, tools)])
     return tools

@@ -16,8 +16,8 @@ import pytest
 from tests.patience import HANG
 from toolrelay import Relay
 from toolrelay.adapters.models import OpenAIChat
+from toolrelay.adapters.pipelines import HttpOutlet
 from toolrelay.core import events as ev
-from toolrelay.engine.filters import HttpOutlet
 from toolrelay.testing import FakeModelServer, JSONReply, RecordedRequest, SSEReply
 from toolrelay.testing.sinks import ListSink
 from toolrelay.testing.wire import chat_chunks
