@@ -19,6 +19,7 @@ import httpx
 import orjson
 
 from toolrelay import OpenAIChat, Relay, RunLimits, tool
+from toolrelay.adapters.models import HTTPOptions
 from toolrelay.testing.wire import ToolCallSpec, chat_chunks, render_sse
 
 SCENARIOS = ((1, 10, 50), (3, 40, 400), (1, 20, 5000), (20, 10, 20))
@@ -103,7 +104,9 @@ async def base_runs(replies: list[list[bytes]], conversations: int) -> None:
 
 
 async def relay_runs(replies: list[list[bytes]], conversations: int) -> None:
-    model = OpenAIChat(base_url="http://fake", model="m", transport=transport(replies))
+    model = OpenAIChat(
+        base_url="http://fake", model="m", http=HTTPOptions(transport=transport(replies))
+    )
     relay = Relay(model, [lookup], limits=RunLimits(max_iterations=64))
     for _ in range(conversations):
         result = await relay.run("go")
@@ -113,7 +116,9 @@ async def relay_runs(replies: list[list[bytes]], conversations: int) -> None:
 
 async def stream_runs(replies: list[list[bytes]], conversations: int) -> None:
     """The same through `Relay.stream`, every event consumed (what a UI pays)."""
-    model = OpenAIChat(base_url="http://fake", model="m", transport=transport(replies))
+    model = OpenAIChat(
+        base_url="http://fake", model="m", http=HTTPOptions(transport=transport(replies))
+    )
     relay = Relay(model, [lookup], limits=RunLimits(max_iterations=64))
     for _ in range(conversations):
         async for event in relay.stream("go"):

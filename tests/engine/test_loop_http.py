@@ -17,7 +17,14 @@ import pytest
 
 from tests.http_tracking import TrackingTransport
 from toolrelay import Relay, tool
-from toolrelay.adapters.models import Ollama, OpenAIChat, OpenAIResponses, Retry, Timeouts
+from toolrelay.adapters.models import (
+    HTTPOptions,
+    Ollama,
+    OpenAIChat,
+    OpenAIResponses,
+    Retry,
+    Timeouts,
+)
 from toolrelay.adapters.stores.memory import MemoryStore
 from toolrelay.core import events as ev
 from toolrelay.engine.finish import TurnResult
@@ -418,7 +425,9 @@ async def test_connection_refused_fails_cleanly(
 ) -> None:
     port = closed_port()
     model = OpenAIChat(
-        base_url=f"http://127.0.0.1:{port}", model="m", retry=NO_RETRY, transport=tracker
+        base_url=f"http://127.0.0.1:{port}",
+        model="m",
+        http=HTTPOptions(retry=NO_RETRY, transport=tracker),
     )
     result = await run_failing(Relay(model), server, tracker)
     assert (result.error or "").startswith(
@@ -434,7 +443,9 @@ async def test_dropped_mid_stream_keeps_partial_text(
     # events: role chunk, "Hello ", "world ", then the TCP connection is aborted
     server.script(SSEReply(chat_chunks(text=["Hello ", "world ", "and ", "more"]), drop_after=3))
     relay = Relay(
-        OpenAIChat(base_url=server.base_url, model="m", retry=NO_RETRY, transport=tracker)
+        OpenAIChat(
+            base_url=server.base_url, model="m", http=HTTPOptions(retry=NO_RETRY, transport=tracker)
+        )
     )
     result = await run_failing(relay, server, tracker)
     assert (result.error or "").startswith("Connection to the model server was lost mid-response: ")
@@ -451,7 +462,10 @@ async def test_http_500_after_a_tool_round_keeps_the_round(
         chat_reply(text="never served"),
     )
     relay = Relay(
-        OpenAIChat(base_url=server.base_url, model="m", retry=NO_RETRY, transport=tracker), [add]
+        OpenAIChat(
+            base_url=server.base_url, model="m", http=HTTPOptions(retry=NO_RETRY, transport=tracker)
+        ),
+        [add],
     )
     result = await run_failing(relay, server, tracker)
     assert result.error == "Model server returned 500: upstream exploded"
@@ -468,7 +482,9 @@ async def test_http_429_is_retried_and_the_turn_completes(server: FakeModelServe
         ),
         chat_reply(text="after the wait", usage={"prompt_tokens": 4, "completion_tokens": 3}),
     )
-    relay = Relay(OpenAIChat(base_url=server.base_url, model="m", retry=FAST_RETRY))
+    relay = Relay(
+        OpenAIChat(base_url=server.base_url, model="m", http=HTTPOptions(retry=FAST_RETRY))
+    )
     sink = ListSink()
     result = await relay.run("go", sink=sink)
     assert result.status == "completed" and result.error is None
@@ -489,7 +505,9 @@ async def test_malformed_chunk_fails_with_partial_text(
     # the role chunk, both text chunks, then a broken event before the finish chunk
     server.script(SSEReply([*chunks[:3], b"data: {broken\n\n", *chunks[3:]]))
     relay = Relay(
-        OpenAIChat(base_url=server.base_url, model="m", retry=NO_RETRY, transport=tracker)
+        OpenAIChat(
+            base_url=server.base_url, model="m", http=HTTPOptions(retry=NO_RETRY, transport=tracker)
+        )
     )
     result = await run_failing(relay, server, tracker)
     assert (result.error or "").startswith("Malformed chunk from the model server")
@@ -506,9 +524,7 @@ async def test_idle_timeout_fails_with_partial_text(
     model = OpenAIChat(
         base_url=server.base_url,
         model="m",
-        retry=NO_RETRY,
-        transport=tracker,
-        timeouts=Timeouts(idle=0.3),
+        http=HTTPOptions(retry=NO_RETRY, transport=tracker, timeouts=Timeouts(idle=0.3)),
     )
     result = await run_failing(Relay(model), server, tracker)
     assert result.error == "Model server timed out: no data for 0.3 s"
@@ -527,7 +543,10 @@ async def test_cancel_mid_stream_over_sockets_saves_partial_and_closes(
     chat = await store.create_chat(user.id)
     body = chat_chunks(text=["partial ", "answer ", "never ", "finished"])
     server.script(SSEReply(body, stall_after=3, stall_for=3600))
-    relay = Relay(OpenAIChat(base_url=server.base_url, model="m", transport=tracker), store=store)
+    relay = Relay(
+        OpenAIChat(base_url=server.base_url, model="m", http=HTTPOptions(transport=tracker)),
+        store=store,
+    )
     sink = ListSink()
     task = asyncio.create_task(relay.run("go", sink=sink, chat_id=chat.id, message_id="m1"))
     await sink.wait_until(lambda: streamed_text(sink) == "partial answer ")  # then it stalls

@@ -141,7 +141,7 @@ def test_refused_in_the_chat_api_saves_a_failed_turn(faulty: Running) -> None:
     with faulty.client() as client:
         chat_id = new_chat(client, model="dead")
         client.post(f"/api/chats/{chat_id}/messages", json={"content": "hello?"})
-        events = read_events(client, chat_id)
+        events = read_events(client, chat_id, last=0)  # from the start, however soon it ended
         saved = wait_saved(client, chat_id, status="failed")
         assert saved["content"] == "" and saved["output"] == []
         assert saved["error"].startswith("Cannot connect to the model server at")
@@ -205,7 +205,7 @@ def test_drop_mid_stream_saves_failed_turn_with_partial_text(running: Running) -
     with running.client() as client:
         chat_id = new_chat(client, model="fake")
         client.post(f"/api/chats/{chat_id}/messages", json={"content": "tell me a story"})
-        events = read_events(client, chat_id)
+        events = read_events(client, chat_id, last=0)  # from the start, however soon it ended
         saved = wait_saved(client, chat_id, status="failed")
         assert saved["content"] == "Once upon "
         assert [(i["type"], i["status"]) for i in saved["output"]] == [("message", "incomplete")]

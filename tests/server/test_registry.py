@@ -69,7 +69,7 @@ async def test_clients_per_route_kind(tmp_path: Path, example_tools: Path) -> No
             {"temperature": 0.1},
             "think_tags",
         )
-        assert chat.http.headers == {"authorization": "Bearer sk-chat"}
+        assert chat.upstream.headers == {"authorization": "Bearer sk-chat"}
 
         resp = registry.client_for("resp")
         assert isinstance(resp, OpenAIResponses)
@@ -78,7 +78,7 @@ async def test_clients_per_route_kind(tmp_path: Path, example_tools: Path) -> No
             "o4-mini",
             True,
         )
-        assert resp.http.headers == {}
+        assert resp.upstream.headers == {}
 
         llama = registry.client_for("llama")
         assert isinstance(llama, Ollama)
@@ -234,7 +234,7 @@ async def test_api_key_in_config_is_used() -> None:
     registry = build_registry(Settings(models=[route]), env={})
     client = registry.client_for("dev")
     assert isinstance(client, OpenAIChat)
-    assert client.http.headers == {"authorization": "Bearer sk-dev"}
+    assert client.upstream.headers == {"authorization": "Bearer sk-dev"}
     await registry.aclose()
 
 

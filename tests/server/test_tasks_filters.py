@@ -60,7 +60,7 @@ def test_outlet_and_tasks_run_before_the_final_event(with_tasks: Running) -> Non
         chat_id = new_chat(client, model="fake")
         posted = client.post(f"/api/chats/{chat_id}/messages", json={"content": "What is 1+2?"})
         assert posted.status_code == 202
-        events = read_events(client, chat_id)
+        events = read_events(client, chat_id, last=0)
         types = _types(events)
         by_type = {e["type"]: e["data"] for _, e in events}
         assert types[-1] == "chat:completion"
@@ -126,7 +126,7 @@ def test_failing_tasks_never_fail_the_turn(with_tasks: Running) -> None:
     with with_tasks.client() as client:
         chat_id = new_chat(client, title="kept", model="fake")
         client.post(f"/api/chats/{chat_id}/messages", json={"content": "hi"})
-        types = _types(read_events(client, chat_id))
+        types = _types(read_events(client, chat_id, last=0))
         saved = wait_saved(client, chat_id)
         chat = client.get(f"/api/chats/{chat_id}").json()
     assert "chat:title" not in types and "chat:tags" not in types
@@ -153,7 +153,7 @@ def test_outlet_event_carries_the_rewritten_items(with_tasks: Running) -> None:
     with with_tasks.client() as client:
         chat_id = new_chat(client, model="fake")
         posted = client.post(f"/api/chats/{chat_id}/messages", json={"content": "What is 1+2?"})
-        events = read_events(client, chat_id)
+        events = read_events(client, chat_id, last=0)
     outlet = next(e["data"] for _, e in events if e["type"] == "chat:outlet")
     assert [i["type"] for i in outlet["output"]] == [
         "function_call",

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.http_tracking import TrackingTransport
-from toolrelay.adapters.models.http import HTTPModelStream
+from toolrelay.adapters.models.http import UpstreamBody
 from toolrelay.testing import FakeModelServer
 
 
@@ -28,5 +28,5 @@ def tracker() -> TrackingTransport:
     return TrackingTransport()
 
 
-async def read_all(stream: HTTPModelStream) -> bytes:
+async def read_all(stream: UpstreamBody) -> bytes:
     return b"".join([chunk async for chunk in stream])

@@ -16,6 +16,8 @@ from tests.http_tracking import TrackingTransport
 from tests.patience import HANG
 from toolrelay.adapters.models import OpenAIChat, Retry, Timeouts
 from toolrelay.adapters.models.http import (
+    DEFAULT_TIMEOUTS,
+    HTTPOptions,
     body_format,
     error_from_response,
     parse_retry_after,
@@ -41,10 +43,14 @@ OPENAI_401 = {
 
 
 def chat(
-    server: FakeModelServer, tracker: TrackingTransport | None = None, **kwargs: object
+    server: FakeModelServer,
+    tracker: TrackingTransport | None = None,
+    *,
+    retry: Retry = FAST,
+    timeouts: Timeouts = DEFAULT_TIMEOUTS,
 ) -> OpenAIChat:
-    options: dict[str, object] = {"retry": FAST, "transport": tracker} | kwargs
-    return OpenAIChat(base_url=server.base_url, model="m", **options)  # type: ignore[arg-type]
+    http = HTTPOptions(retry=retry, timeouts=timeouts, transport=tracker)
+    return OpenAIChat(base_url=server.base_url, model="m", http=http)
 
 
 def sse_events(count: int) -> list[dict[str, object]]:
@@ -230,7 +236,9 @@ async def test_connection_refused_names_the_url() -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    client = OpenAIChat(base_url=f"http://127.0.0.1:{port}", model="m", retry=FAST)
+    client = OpenAIChat(
+        base_url=f"http://127.0.0.1:{port}", model="m", http=HTTPOptions(retry=FAST)
+    )
     with pytest.raises(ProviderError) as info:
         await client.open(REQUEST)
     await client.aclose()

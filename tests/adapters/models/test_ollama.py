@@ -5,7 +5,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from toolrelay.adapters.models import Ollama, Retry
+from toolrelay.adapters.models import HTTPOptions, Ollama, Retry
 from toolrelay.core.body import BodyReader
 from toolrelay.core.formats.ollama.request import ollama_messages
 from toolrelay.core.items import function_call_item, function_call_output_item, output_text
@@ -138,7 +138,9 @@ async def test_ndjson_reads_back_as_items(server: FakeModelServer) -> None:
 @pytest.mark.anyio
 async def test_ollama_error_message(server: FakeModelServer) -> None:
     server.script(JSONReply({"error": "model 'nope' not found"}, status=404))
-    client = Ollama(base_url=server.base_url, model="nope", retry=Retry(attempts=3))
+    client = Ollama(
+        base_url=server.base_url, model="nope", http=HTTPOptions(retry=Retry(attempts=3))
+    )
     with pytest.raises(ProviderError) as info:
         await client.open(ModelRequest(messages=[{"role": "user", "content": "hi"}]))
     await client.aclose()

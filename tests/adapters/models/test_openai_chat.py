@@ -5,7 +5,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from toolrelay.adapters.models import OpenAIChat, Retry
+from toolrelay.adapters.models import HTTPOptions, OpenAIChat, Retry
 from toolrelay.core.body import BodyReader
 from toolrelay.core.items import (
     function_call_item,
@@ -57,7 +57,7 @@ async def test_streaming_body_headers_and_path_exactly(server: FakeModelServer) 
         model="gpt-test",
         api_key="sk-test",
         params={"temperature": 1.0, "top_p": 0.5},
-        headers={"X-Trace": "abc"},
+        http=HTTPOptions(headers={"X-Trace": "abc"}),
     )
     request = ModelRequest(
         messages=HISTORY, output=OUTPUT, tools=[TOOL], params={"temperature": 0.2}
@@ -155,7 +155,9 @@ async def test_sse_bytes_read_back_as_items(server: FakeModelServer) -> None:
 @pytest.mark.anyio
 async def test_non_stream_mode_sends_stream_false_and_reads_json(server: FakeModelServer) -> None:
     server.script(JSONReply(wire.chat_completion(text="Hello", usage=USAGE)))
-    client = OpenAIChat(base_url=server.base_url, model="m", stream=False, retry=Retry(attempts=1))
+    client = OpenAIChat(
+        base_url=server.base_url, model="m", stream=False, http=HTTPOptions(retry=Retry(attempts=1))
+    )
     reader = await read_items(client, ModelRequest(messages=HISTORY))
     await client.aclose()
     assert server.requests[0].json == {"model": "m", "messages": HISTORY, "stream": False}

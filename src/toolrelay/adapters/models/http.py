@@ -15,9 +15,9 @@ Rules:
    has been handed out nothing is ever retried.
 3. Timeouts: `connect` is httpx's; `first_byte` covers status line, headers
    and the first chunk; `idle` is the longest gap between chunks; `total`
-   bounds everything, retries included. Idle and total are watched by one
-   timer per stream (re-armed lazily, not a timeout per chunk), so a stalled
-   server cannot hold a turn forever.
+   bounds everything, retries included. Idle and total are watched by the
+   body (`adapters.models.body.UpstreamBody`), so a stalled server cannot
+   hold a turn forever.
 4. A stream that ends, fails or is closed releases its connection at once
    (back to the pool if the body was read to the end, dropped otherwise).
 """
@@ -27,32 +27,29 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 from typing import Any, Final
 
 import httpx
 import orjson
 
-from toolrelay.adapters.models.errors import (
-    describe,
-    error_from_response,
-    lost_connection,
-    timeout_error,
-)
+from toolrelay.adapters.models.body import DEFAULT_TIMEOUTS, Deadlines, Timeouts, UpstreamBody
+from toolrelay.adapters.models.errors import describe, error_from_response, lost_connection
 from toolrelay.engine.interfaces import ModelRequest
 from toolrelay.errors import ProviderError
 
 __all__ = [
     "DEFAULT_RETRY",
     "DEFAULT_TIMEOUTS",
-    "HTTPModelClient",
-    "HTTPModelStream",
-    "ModelHTTP",
+    "APIClient",
+    "HTTPOptions",
     "Retry",
     "Timeouts",
-    "bearer_headers",
+    "Upstream",
+    "UpstreamBody",
+    "bearer",
     "body_format",
     "error_from_response",
     "parse_retry_after",
@@ -65,16 +62,6 @@ _ERROR_BODY_LIMIT: Final = 65536
 
 
 @dataclass(frozen=True, slots=True)
-class Timeouts:
-    """Seconds; `total` None means no bound on the whole response."""
-
-    connect: float = 10.0
-    first_byte: float = 120.0
-    idle: float = 120.0
-    total: float | None = None
-
-
-@dataclass(frozen=True, slots=True)
 class Retry:
     """`attempts` counts every try, the first included (1 = never retry)."""
 
@@ -84,8 +71,24 @@ class Retry:
     jitter: float = 0.25
 
 
-DEFAULT_TIMEOUTS: Final = Timeouts()
 DEFAULT_RETRY: Final = Retry()
+
+
+@dataclass(frozen=True, slots=True)
+class HTTPOptions:
+    """How a model client talks HTTP, the same for every API: one value, not eight arguments.
+
+    `headers` go on every request (after the client's `Authorization`, so they
+    win); `transport` replaces httpx's (tests count open bodies with one).
+    """
+
+    headers: Mapping[str, str] = field(default_factory=dict)
+    timeouts: Timeouts = DEFAULT_TIMEOUTS
+    retry: Retry = DEFAULT_RETRY
+    transport: httpx.AsyncBaseTransport | None = None
+
+
+DEFAULT_HTTP: Final = HTTPOptions()
 
 
 def v1_url(base_url: str, path: str) -> str:
@@ -96,11 +99,9 @@ def v1_url(base_url: str, path: str) -> str:
     return f"{root}/{path.lstrip('/')}"
 
 
-def bearer_headers(api_key: str | None, headers: Mapping[str, str] | None) -> dict[str, str]:
-    """`Authorization: Bearer` when a key is given; caller headers win."""
-    out = {"authorization": f"Bearer {api_key}"} if api_key else {}
-    out.update(headers or {})
-    return out
+def bearer(api_key: str | None) -> dict[str, str]:
+    """`Authorization: Bearer` when a key is given (`HTTPOptions.headers` may override it)."""
+    return {"authorization": f"Bearer {api_key}"} if api_key else {}
 
 
 def _json_default(obj: object) -> object:
@@ -169,133 +170,6 @@ def retry_delay(
 
 
 @dataclass(frozen=True, slots=True)
-class _Deadlines:
-    """Loop-clock deadlines for one response; picks the nearer of a phase and the total."""
-
-    timeouts: Timeouts
-    total_at: float | None
-
-    def nearest(self, loop: asyncio.AbstractEventLoop, phase: float) -> tuple[float, ProviderError]:
-        at = loop.time() + phase
-        if self.total_at is not None and self.total_at <= at:
-            assert self.timeouts.total is not None
-            return self.total_at, timeout_error(self.timeouts.total, total=True)
-        return at, timeout_error(phase, total=False)
-
-
-class HTTPModelStream:
-    """One response body as raw chunks (a `ModelStream`); `aclose()` frees the connection."""
-
-    def __init__(
-        self,
-        response: httpx.Response,
-        chunks: AsyncIterator[bytes],
-        first: bytes | None,
-        format: str,
-        deadlines: _Deadlines,
-    ) -> None:
-        self.format = format
-        self.response = response
-        self._chunks = chunks
-        self._first = first
-        self._deadlines = deadlines
-        self._closed = first is None
-        # idle/total timeouts: one watchdog timer re-armed lazily, not a timeout per chunk
-        self._watch: asyncio.TimerHandle | None = None
-        self._task: asyncio.Task[Any] | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._last = 0.0
-        self._waiting = False
-        self._expired: ProviderError | None = None
-
-    def __aiter__(self) -> HTTPModelStream:
-        return self
-
-    async def __anext__(self) -> bytes:
-        if self._first is not None:
-            chunk, self._first = self._first, None
-            return chunk
-        if self._closed:
-            await self.aclose()
-            raise StopAsyncIteration
-        if self._expired is not None:  # the total timeout passed between two reads
-            await self.aclose()
-            raise self._expired
-        loop = self._loop
-        if loop is None:  # the first read: the reading task and loop are fixed from here on
-            loop = self._loop = asyncio.get_running_loop()
-            self._task = asyncio.current_task()
-        self._last = loop.time()
-        if self._watch is None:
-            self._arm(loop)
-        self._waiting = True
-        try:
-            return await anext(self._chunks)
-        except StopAsyncIteration:
-            await self.aclose()
-            raise
-        except asyncio.CancelledError:
-            expired, self._expired = self._expired, None
-            if expired is None or self._task is None or self._task.uncancel() > 0:
-                raise
-            await self.aclose()
-            raise expired from None
-        except httpx.TransportError as exc:
-            await self.aclose()
-            raise lost_connection(exc) from exc
-        finally:
-            self._waiting = False
-
-    def _arm(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._watch = loop.call_at(self._due()[0], self._check, loop)
-
-    def _due(self) -> tuple[float, bool]:
-        """When the next timeout falls due, and whether it is the total one."""
-        at = self._last + self._deadlines.timeouts.idle
-        total_at = self._deadlines.total_at
-        if total_at is not None and total_at <= at:
-            return total_at, True
-        return at, False
-
-    def _check(self, loop: asyncio.AbstractEventLoop) -> None:
-        """The watchdog: cancel a read that waited too long, else sleep again."""
-        self._watch = None
-        if self._closed:
-            return
-        now = loop.time()
-        at, total = self._due()
-        if now < at:
-            self._arm(loop)
-        elif not self._waiting and not total:
-            self._last = now  # the consumer, not the server, is slow: a new idle period
-            self._arm(loop)
-        else:
-            timeouts = self._deadlines.timeouts
-            seconds = timeouts.total if total and timeouts.total else timeouts.idle
-            self._expired = timeout_error(seconds, total=total)
-            if self._waiting and self._task is not None:
-                self._task.cancel()
-
-    async def aclose(self) -> None:
-        """Idempotent; later iteration stops at once."""
-        if self._watch is not None:
-            self._watch.cancel()
-            self._watch = None
-        self._closed = True
-        self._first = None
-        closer = getattr(self._chunks, "aclose", None)
-        try:
-            if closer is not None:
-                await closer()
-        except (
-            RuntimeError
-        ):  # the generator is mid-read in another task; the response close ends it
-            pass
-        finally:
-            await self.response.aclose()
-
-
-@dataclass(frozen=True, slots=True)
 class _Retryable:
     """A failed try that may be tried again."""
 
@@ -307,21 +181,14 @@ MAX_CONNECTIONS: Final = 4096
 """Concurrent upstream responses per client: one per chat being answered."""
 
 
-class ModelHTTP:
-    """POSTs JSON bodies to a model server and hands back `HTTPModelStream`s (see module doc)."""
+class Upstream:
+    """The connection to one model server: POSTs JSON, hands back `UpstreamBody`s (module doc)."""
 
-    def __init__(
-        self,
-        *,
-        headers: Mapping[str, str],
-        timeouts: Timeouts,
-        retry: Retry,
-        transport: httpx.AsyncBaseTransport | None = None,
-    ) -> None:
-        self.headers = dict(headers)
-        self.timeouts = timeouts
-        self.retry = retry
-        self._transport = transport
+    def __init__(self, options: HTTPOptions, *, auth: Mapping[str, str] | None = None) -> None:
+        self.headers = {**(auth or {}), **options.headers}
+        self.timeouts = options.timeouts
+        self.retry = options.retry
+        self._transport = options.transport
         self._client: httpx.AsyncClient | None = None
         self._urls: dict[str, httpx.URL] = {}
 
@@ -344,17 +211,17 @@ class ModelHTTP:
         if client is not None:
             await client.aclose()
 
-    async def post(self, url: str, payload: Mapping[str, Any], *, stream: bool) -> HTTPModelStream:
+    async def post(self, url: str, payload: Mapping[str, Any], *, stream: bool) -> UpstreamBody:
         """Send until a first body byte arrives or the failure is final (rule 2)."""
         loop = asyncio.get_running_loop()
         total = self.timeouts.total
-        deadlines = _Deadlines(self.timeouts, None if total is None else loop.time() + total)
+        deadlines = Deadlines(self.timeouts, None if total is None else loop.time() + total)
         body = orjson.dumps(payload, default=_json_default)
         attempt = 0
         while True:
             attempt += 1
             outcome = await self._attempt(url, body, stream=stream, deadlines=deadlines)
-            if isinstance(outcome, HTTPModelStream):
+            if isinstance(outcome, UpstreamBody):
                 return outcome
             if attempt >= self.retry.attempts:
                 raise outcome.error
@@ -365,8 +232,8 @@ class ModelHTTP:
             await asyncio.sleep(delay)
 
     async def _attempt(
-        self, url: str, body: bytes, *, stream: bool, deadlines: _Deadlines
-    ) -> HTTPModelStream | _Retryable:
+        self, url: str, body: bytes, *, stream: bool, deadlines: Deadlines
+    ) -> UpstreamBody | _Retryable:
         loop = asyncio.get_running_loop()
         deadline, on_timeout = deadlines.nearest(loop, self.timeouts.first_byte)
         parsed = self._urls.get(url)
@@ -399,8 +266,8 @@ class ModelHTTP:
         stream: bool,
         deadline: float,
         on_timeout: ProviderError,
-        deadlines: _Deadlines,
-    ) -> HTTPModelStream:
+        deadlines: Deadlines,
+    ) -> UpstreamBody:
         # aiter_raw skips httpx's decoder chain; it is only needed for a compressed body
         encoded = response.headers.get("content-encoding", "identity").lower() != "identity"
         chunks = response.aiter_bytes() if encoded else response.aiter_raw()
@@ -412,12 +279,12 @@ class ModelHTTP:
         except httpx.TransportError as exc:
             raise lost_connection(exc) from exc
         fmt = body_format(response.headers.get("content-type"), stream=stream)
-        result = HTTPModelStream(response, chunks, first, fmt, deadlines)
+        result = UpstreamBody(response, chunks, first, fmt, deadlines)
         if first is None:
             await result.aclose()
         return result
 
-    async def _failure(self, response: httpx.Response, deadlines: _Deadlines) -> _Retryable:
+    async def _failure(self, response: httpx.Response, deadlines: Deadlines) -> _Retryable:
         """Read the error body (best effort), close, and say whether to try again."""
         loop = asyncio.get_running_loop()
         deadline, _ = deadlines.nearest(loop, self.timeouts.idle)
@@ -450,10 +317,10 @@ class ModelHTTP:
         return headers
 
 
-class HTTPModelClient:
-    """What every HTTP model client shares: where it posts, its defaults, one connection pool.
+class APIClient:
+    """The base of the model clients: where it posts, its defaults, one `Upstream`.
 
-    Subclasses build the request body for their API (`body`); opening and
+    Subclasses (one per API) build the request body (`body`); opening and
     closing are the same for all of them.
     """
 
@@ -464,22 +331,20 @@ class HTTPModelClient:
         model: str,
         stream: bool,
         params: Mapping[str, Any] | None,
-        headers: Mapping[str, str],
-        timeouts: Timeouts,
-        retry: Retry,
-        transport: httpx.AsyncBaseTransport | None,
+        http: HTTPOptions,
+        auth: Mapping[str, str] | None = None,
     ) -> None:
         self.url = url
         self.model = model
         self.stream = stream
         self.params = dict(params or {})
-        self.http = ModelHTTP(headers=headers, timeouts=timeouts, retry=retry, transport=transport)
+        self.upstream = Upstream(http, auth=auth)
 
     def body(self, request: ModelRequest) -> dict[str, Any]:
         raise NotImplementedError
 
-    async def open(self, request: ModelRequest) -> HTTPModelStream:
-        return await self.http.post(self.url, self.body(request), stream=self.stream)
+    async def open(self, request: ModelRequest) -> UpstreamBody:
+        return await self.upstream.post(self.url, self.body(request), stream=self.stream)
 
     async def aclose(self) -> None:
-        await self.http.aclose()
+        await self.upstream.aclose()

@@ -10,14 +10,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import httpx
-
 from toolrelay.adapters.models.http import (
-    DEFAULT_RETRY,
-    DEFAULT_TIMEOUTS,
-    HTTPModelClient,
-    Retry,
-    Timeouts,
+    DEFAULT_HTTP,
+    APIClient,
+    HTTPOptions,
+    bearer,
 )
 from toolrelay.core.formats.ollama.request import request_body
 from toolrelay.engine.interfaces import ModelRequest
@@ -32,7 +29,7 @@ def _root(base_url: str) -> str:
     return root
 
 
-class Ollama(HTTPModelClient):
+class Ollama(APIClient):
     """A `ModelClient` for Ollama's native chat API."""
 
     def __init__(
@@ -44,21 +41,15 @@ class Ollama(HTTPModelClient):
         stream: bool = True,
         think: bool | None = None,
         params: Mapping[str, Any] | None = None,
-        headers: Mapping[str, str] | None = None,
-        timeouts: Timeouts = DEFAULT_TIMEOUTS,
-        retry: Retry = DEFAULT_RETRY,
-        transport: httpx.AsyncBaseTransport | None = None,
+        http: HTTPOptions = DEFAULT_HTTP,
     ) -> None:
-        auth = {"authorization": f"Bearer {api_key}"} if api_key else {}
         super().__init__(
             f"{_root(base_url)}/api/chat",
             model=model,
             stream=stream,
             params=params,
-            headers=auth | dict(headers or {}),
-            timeouts=timeouts,
-            retry=retry,
-            transport=transport,
+            http=http,
+            auth=bearer(api_key),
         )
         self.think = think
 

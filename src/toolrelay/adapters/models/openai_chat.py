@@ -11,15 +11,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import httpx
-
 from toolrelay.adapters.models.http import (
-    DEFAULT_RETRY,
-    DEFAULT_TIMEOUTS,
-    HTTPModelClient,
-    Retry,
-    Timeouts,
-    bearer_headers,
+    DEFAULT_HTTP,
+    APIClient,
+    HTTPOptions,
+    bearer,
     v1_url,
 )
 from toolrelay.core.formats.chat_completions.request import request_body
@@ -29,7 +25,7 @@ from toolrelay.engine.interfaces import ModelRequest
 __all__ = ["OpenAIChat"]
 
 
-class OpenAIChat(HTTPModelClient):
+class OpenAIChat(APIClient):
     """A `ModelClient` for any OpenAI-compatible Chat Completions server."""
 
     def __init__(
@@ -42,20 +38,15 @@ class OpenAIChat(HTTPModelClient):
         include_usage: bool = True,
         reasoning_replay: ReasoningReplay = "none",
         params: Mapping[str, Any] | None = None,
-        headers: Mapping[str, str] | None = None,
-        timeouts: Timeouts = DEFAULT_TIMEOUTS,
-        retry: Retry = DEFAULT_RETRY,
-        transport: httpx.AsyncBaseTransport | None = None,
+        http: HTTPOptions = DEFAULT_HTTP,
     ) -> None:
         super().__init__(
             v1_url(base_url, "chat/completions"),
             model=model,
             stream=stream,
             params=params,
-            headers=bearer_headers(api_key, headers),
-            timeouts=timeouts,
-            retry=retry,
-            transport=transport,
+            http=http,
+            auth=bearer(api_key),
         )
         self.include_usage = include_usage
         self.reasoning_replay: ReasoningReplay = reasoning_replay

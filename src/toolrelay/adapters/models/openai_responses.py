@@ -11,15 +11,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import httpx
-
 from toolrelay.adapters.models.http import (
-    DEFAULT_RETRY,
-    DEFAULT_TIMEOUTS,
-    HTTPModelClient,
-    Retry,
-    Timeouts,
-    bearer_headers,
+    DEFAULT_HTTP,
+    APIClient,
+    HTTPOptions,
+    bearer,
     v1_url,
 )
 from toolrelay.core.formats.responses.request import request_body
@@ -28,7 +24,7 @@ from toolrelay.engine.interfaces import ModelRequest
 __all__ = ["OpenAIResponses"]
 
 
-class OpenAIResponses(HTTPModelClient):
+class OpenAIResponses(APIClient):
     """A `ModelClient` for the OpenAI Responses API."""
 
     def __init__(
@@ -40,20 +36,15 @@ class OpenAIResponses(HTTPModelClient):
         stream: bool = True,
         stateful: bool = False,
         params: Mapping[str, Any] | None = None,
-        headers: Mapping[str, str] | None = None,
-        timeouts: Timeouts = DEFAULT_TIMEOUTS,
-        retry: Retry = DEFAULT_RETRY,
-        transport: httpx.AsyncBaseTransport | None = None,
+        http: HTTPOptions = DEFAULT_HTTP,
     ) -> None:
         super().__init__(
             v1_url(base_url, "responses"),
             model=model,
             stream=stream,
             params=params,
-            headers=bearer_headers(api_key, headers),
-            timeouts=timeouts,
-            retry=retry,
-            transport=transport,
+            http=http,
+            auth=bearer(api_key),
         )
         self.stateful = stateful
 

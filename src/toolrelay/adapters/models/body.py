@@ -1,0 +1,181 @@
+"""One upstream response body as raw chunks, guarded by the idle and total timeouts.
+
+`UpstreamBody` is what `ModelClient.open` returns (a `ModelStream`). Reading it
+runs inside one `asyncio.timeout` for the whole body, so asyncio itself turns
+an expiry into `TimeoutError` (and does the cancel/uncancel bookkeeping).
+
+The timeout is not re-armed per chunk (that costs a timer per chunk): a lazy
+watchdog timer wakes up when the next deadline may have passed, and only when
+the body is really overdue *while a read is waiting* does it move the timeout
+to now with `Timeout.reschedule`. A consumer that is slow between reads (its
+sink is slow, say) starts a new idle period instead: the server is not at fault.
+The total timeout passing between reads is raised at the next read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator, AsyncIterator
+from dataclasses import dataclass
+from typing import Final
+
+import httpx
+
+from toolrelay.adapters.models.errors import lost_connection, timeout_error
+from toolrelay.errors import ProviderError
+
+__all__ = ["Deadlines", "Timeouts", "UpstreamBody"]
+
+
+@dataclass(frozen=True, slots=True)
+class Timeouts:
+    """Seconds; `total` None means no bound on the whole response."""
+
+    connect: float = 10.0
+    first_byte: float = 120.0
+    idle: float = 120.0
+    total: float | None = None
+
+
+DEFAULT_TIMEOUTS: Final = Timeouts()
+
+
+@dataclass(frozen=True, slots=True)
+class Deadlines:
+    """Loop-clock deadlines for one response; picks the nearer of a phase and the total."""
+
+    timeouts: Timeouts
+    total_at: float | None
+
+    def nearest(self, loop: asyncio.AbstractEventLoop, phase: float) -> tuple[float, ProviderError]:
+        at = loop.time() + phase
+        if self.total_at is not None and self.total_at <= at:
+            assert self.timeouts.total is not None
+            return self.total_at, timeout_error(self.timeouts.total, total=True)
+        return at, timeout_error(phase, total=False)
+
+
+class UpstreamBody:
+    """One response body as raw chunks (a `ModelStream`); `aclose()` frees the connection."""
+
+    def __init__(
+        self,
+        response: httpx.Response,
+        chunks: AsyncIterator[bytes],
+        first: bytes | None,
+        format: str,
+        deadlines: Deadlines,
+    ) -> None:
+        self.format = format
+        self.response = response
+        self._chunks = chunks
+        self._first = first
+        self._deadlines = deadlines
+        self._closed = first is None
+        self._reads: AsyncGenerator[bytes, None] | None = None
+        self._timeout: asyncio.Timeout | None = None
+        self._watch: asyncio.TimerHandle | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._last = 0.0
+        self._waiting = False
+        self._expired: ProviderError | None = None
+
+    def __aiter__(self) -> UpstreamBody:
+        return self
+
+    async def __anext__(self) -> bytes:
+        if self._first is not None:
+            chunk, self._first = self._first, None
+            return chunk
+        if self._closed:
+            await self.aclose()
+            raise StopAsyncIteration
+        if self._expired is not None:  # the total timeout passed between two reads
+            await self.aclose()
+            raise self._expired
+        if self._reads is None:  # the first read: its task owns the timeout from here on
+            self._reads = self._guarded_reads()
+        try:
+            return await anext(self._reads)
+        except StopAsyncIteration:
+            await self.aclose()
+            raise
+        except TimeoutError:
+            expired = self._expired
+            await self.aclose()
+            if expired is None:
+                raise
+            raise expired from None
+        except httpx.TransportError as exc:
+            await self.aclose()
+            raise lost_connection(exc) from exc
+
+    async def _guarded_reads(self) -> AsyncGenerator[bytes, None]:
+        """Every remaining chunk, all read inside one timeout the watchdog may expire."""
+        loop = self._loop = asyncio.get_running_loop()
+        async with asyncio.timeout(None) as timeout:
+            self._timeout = timeout
+            while True:
+                self._last = loop.time()
+                if self._watch is None:
+                    self._arm(loop)
+                self._waiting = True
+                try:
+                    chunk = await anext(self._chunks, None)
+                finally:
+                    self._waiting = False
+                if self._expired is not None:  # expired as the chunk came in: it did come
+                    timeout.reschedule(None)
+                    self._expired = None
+                if chunk is None:
+                    return
+                yield chunk
+
+    def _arm(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._watch = loop.call_at(self._due()[0], self._check, loop)
+
+    def _due(self) -> tuple[float, bool]:
+        """When the next timeout falls due, and whether it is the total one."""
+        at = self._last + self._deadlines.timeouts.idle
+        total_at = self._deadlines.total_at
+        if total_at is not None and total_at <= at:
+            return total_at, True
+        return at, False
+
+    def _check(self, loop: asyncio.AbstractEventLoop) -> None:
+        """The watchdog: expire a read that waited too long, else sleep again."""
+        self._watch = None
+        if self._closed:
+            return
+        now = loop.time()
+        at, total = self._due()
+        if now < at:
+            self._arm(loop)
+        elif not self._waiting and not total:
+            self._last = now  # the consumer, not the server, is slow: a new idle period
+            self._arm(loop)
+        else:
+            timeouts = self._deadlines.timeouts
+            seconds = timeouts.total if total and timeouts.total else timeouts.idle
+            self._expired = timeout_error(seconds, total=total)
+            if self._waiting and self._timeout is not None:
+                self._timeout.reschedule(now)
+
+    async def aclose(self) -> None:
+        """Idempotent; later iteration stops at once."""
+        if self._watch is not None:
+            self._watch.cancel()
+            self._watch = None
+        self._closed = True
+        self._first = None
+        reads, self._reads = self._reads, None
+        try:
+            if reads is not None:
+                await reads.aclose()
+            closer = getattr(self._chunks, "aclose", None)
+            if closer is not None:
+                await closer()
+        except RuntimeError:  # a generator is mid-read in another task; the response close ends it
+            pass
+        finally:
+            await self.response.aclose()
