@@ -260,7 +260,8 @@ async def test_first_byte_timeout_before_headers(
     server.script(SSEReply([{"a": 1}], ttfb_delay=3600))
     client = chat(server, tracker, timeouts=Timeouts(first_byte=0.3))
     with pytest.raises(ProviderError) as info:
-        await client.open(REQUEST)
+        async with asyncio.timeout(HANG):
+            await client.open(REQUEST)
     assert info.value.message == "Model server timed out: no data for 0.3 s"
     assert len(server.requests) == 1  # a timeout is not retried
     assert tracker.open_bodies == 0
@@ -275,7 +276,8 @@ async def test_first_byte_timeout_counts_the_first_body_chunk(
     server.script(SSEReply([{"a": 1}], stall_after=0, stall_for=3600))
     client = chat(server, tracker, timeouts=Timeouts(first_byte=0.1))
     with pytest.raises(ProviderError) as info:
-        await client.open(REQUEST)
+        async with asyncio.timeout(HANG):
+            await client.open(REQUEST)
     assert info.value.message == "Model server timed out: no data for 0.1 s"
     assert tracker.open_bodies == 0
     assert server.wait_for_connections(0)
@@ -292,7 +294,8 @@ async def test_idle_timeout_between_chunks(
     stream = await client.open(REQUEST)
     assert await anext(stream) == b'data: {"i":0}\n\n'
     with pytest.raises(ProviderError) as info:
-        await anext(stream)
+        async with asyncio.timeout(HANG):
+            await anext(stream)
     assert info.value.message == "Model server timed out: no data for 0.1 s"
     assert tracker.open_bodies == 0
     assert server.wait_for_connections(0)
@@ -307,8 +310,42 @@ async def test_total_timeout_bounds_a_slow_but_steady_stream(server: FakeModelSe
     client = chat(server, timeouts=Timeouts(idle=HANG, total=0.3))
     stream = await client.open(REQUEST)
     with pytest.raises(ProviderError) as info:
-        await read_all(stream)
+        async with asyncio.timeout(HANG):
+            await read_all(stream)
     assert info.value.message == "Model server timed out: no complete response within 0.3 s"
+    await client.aclose()
+
+
+@pytest.mark.anyio
+async def test_a_slow_consumer_is_not_an_idle_server(server: FakeModelServer) -> None:
+    """The idle timeout counts only time spent waiting for the server, not between reads."""
+    events = sse_events(3)
+    server.script(SSEReply(events))
+    client = chat(server, timeouts=Timeouts(idle=0.05))
+    stream = await client.open(REQUEST)
+    got = [await anext(stream), await anext(stream)]  # the second read arms the watchdog
+    await asyncio.sleep(1.0)  # the consumer is busy well past the idle timeout
+    got += [chunk async for chunk in stream]
+    await client.aclose()
+    assert b"".join(got) == wire.render_sse(events)
+
+
+@pytest.mark.anyio
+async def test_the_stream_can_be_cancelled_from_outside_while_reading(
+    server: FakeModelServer, tracker: TrackingTransport
+) -> None:
+    """An outside cancel stays a cancel (not a timeout) and the body is released."""
+    server.script(SSEReply(sse_events(3), stall_after=1, stall_for=3600))
+    client = chat(server, tracker, timeouts=Timeouts(idle=HANG))
+    stream = await client.open(REQUEST)
+    await anext(stream)
+    reading = asyncio.create_task(anext(stream))
+    await asyncio.sleep(0.05)
+    reading.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await reading
+    await stream.aclose()
+    assert tracker.open_bodies == 0
     await client.aclose()
 
 
