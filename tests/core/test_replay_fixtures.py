@@ -19,7 +19,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from toolrelay.core.body import BodyReader, detect_format
+from toolrelay.core.body import BodyReader
+from toolrelay.core.formats.content import detect_format
 
 STREAMS = Path(__file__).parent.parent / "fixtures" / "streams"
 BODIES = sorted(

@@ -14,7 +14,8 @@ from rich.markdown import Markdown
 from rich.panel import Panel
 from rich.text import Text
 
-from toolrelay.core.body import BodyFormat, BodyReader, ReadResult, detect_format
+from toolrelay.core.body import BodyReader, ReadResult
+from toolrelay.core.formats.content import BodyFormat, detect_format
 
 
 class ReplayFormat(StrEnum):

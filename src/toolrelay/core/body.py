@@ -10,7 +10,7 @@ read with an error (SPEC R22: the partial output is kept, nothing crashes).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import orjson
 
@@ -22,6 +22,7 @@ from toolrelay.core.chat_completions import (
 )
 from toolrelay.core.deltas import ErrorDelta
 from toolrelay.core.events import Event
+from toolrelay.core.formats.content import BodyFormat, detect_format
 from toolrelay.core.framing import NDJSONDecoder, RawFrame, SSEDecoder
 from toolrelay.core.items import Item
 from toolrelay.core.ollama import OllamaDecoder
@@ -29,7 +30,6 @@ from toolrelay.core.responses import response_object_to_output
 from toolrelay.core.think_tags import TagConfig
 from toolrelay.core.usage import normalise_usage
 
-BodyFormat = Literal["sse", "ndjson", "json"]
 _SNIPPET = 200
 
 
@@ -51,22 +51,6 @@ class ReadResult:
             "finish_reason": self.finish_reason,
             "error": self.error,
         }
-
-
-def detect_format(body: bytes, content_type: str | None = None) -> BodyFormat:
-    """Guess a body's framing from its content type, else from its first bytes."""
-    if content_type:
-        ctype = content_type.split(";")[0].strip().lower()
-        if ctype == "text/event-stream":
-            return "sse"
-        if ctype in ("application/x-ndjson", "application/jsonl", "application/ndjson"):
-            return "ndjson"
-    head = body.lstrip(b"\xef\xbb\xbf \t\r\n")
-    if head.startswith((b"data:", b"event:", b":", b"id:", b"retry:")):
-        return "sse"
-    if head.startswith(b"{") and b"\n{" in head.rstrip():
-        return "ndjson"
-    return "json"
 
 
 class BodyReader:

@@ -40,6 +40,7 @@ from toolrelay.core.deltas import (
     ToolCallDelta,
     UsageDelta,
 )
+from toolrelay.core.formats.errors import error_message
 from toolrelay.core.ids import new_id
 
 __all__ = [
@@ -51,7 +52,6 @@ __all__ = [
 
 _EMPTY: dict[str, Any] = {}
 _TEXT_PART_TYPES = frozenset({"text", "output_text"})
-_ERROR_MESSAGE_KEYS = ("message", "detail", "error", "msg")
 _FALLBACK_ERROR = "the provider reported an error"
 
 
@@ -259,7 +259,7 @@ def error_from_payload(obj: Any) -> ErrorDelta:
         inner = obj.get("error")
         if inner:
             data = inner
-    message = _error_message(data) or _error_message(obj) or _compact(data) or _FALLBACK_ERROR
+    message = error_message(obj) or _compact(data) or _FALLBACK_ERROR
     return ErrorDelta(message, data)
 
 
@@ -386,23 +386,6 @@ def _compact(value: Any) -> str:
         return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
     except (TypeError, ValueError, RecursionError):
         return ""
-
-
-def _error_message(value: Any) -> str | None:
-    """The human message inside an error value, looking one level deep."""
-    if value.__class__ is str:
-        return str(value).strip() or None
-    if value.__class__ is not dict:
-        return None
-    for key in _ERROR_MESSAGE_KEYS:
-        found = value.get(key)
-        if found.__class__ is str and found.strip():
-            return str(found).strip()
-        if found.__class__ is dict:
-            nested = found.get("message")
-            if nested.__class__ is str and nested.strip():
-                return str(nested).strip()
-    return None
 
 
 def _usage(chunk: dict[str, Any]) -> UsageDelta | None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from toolrelay.core.body import detect_format
+from toolrelay.core.formats.content import detect_format
 from toolrelay.engine.interfaces import ModelRequest, ModelStream
 from toolrelay.errors import ProviderError
 from toolrelay.testing.wire import ToolCallSpec, chat_chunks, render_sse

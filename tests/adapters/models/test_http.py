@@ -18,12 +18,12 @@ from toolrelay.adapters.models import OpenAIChat, Retry, Timeouts
 from toolrelay.adapters.models.http import (
     DEFAULT_TIMEOUTS,
     HTTPOptions,
-    body_format,
     error_from_response,
     parse_retry_after,
     retry_delay,
     v1_url,
 )
+from toolrelay.core.formats.content import detect_format
 from toolrelay.engine.interfaces import ModelRequest
 from toolrelay.errors import ProviderError
 from toolrelay.testing import JSONReply, RawReply, SSEReply, wire
@@ -68,19 +68,21 @@ def test_v1_url_accepts_base_with_or_without_v1(base: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("content_type", "stream", "expected"),
+    ("content_type", "head", "expected"),
     [
-        ("text/event-stream; charset=utf-8", True, "sse"),
-        ("application/x-ndjson", True, "ndjson"),
-        ("application/json", True, "json"),
-        (None, True, "json"),
-        ("text/event-stream", False, "json"),
+        ("text/event-stream; charset=utf-8", b"{}", "sse"),
+        ("application/x-ndjson", b"data: x", "ndjson"),
+        ("application/json", b"data: x", "json"),
+        (None, b"{}", "json"),
+        (None, b'{"a":1}\n{"a":2}\n', "ndjson"),
+        ("text/plain", b"\xef\xbb\xbf\ndata: {}", "sse"),
+        ("text/plain", b": keep-alive\n\n", "sse"),
     ],
 )
-def test_body_format_follows_content_type(
-    content_type: str | None, stream: bool, expected: str
+def test_body_format_follows_content_type_then_first_bytes(
+    content_type: str | None, head: bytes, expected: str
 ) -> None:
-    assert body_format(content_type, stream=stream) == expected
+    assert detect_format(head, content_type) == expected
 
 
 def test_retry_after_seconds_ms_and_http_date() -> None:

@@ -15,7 +15,7 @@ from toolrelay.core.items import (
     reasoning_item,
 )
 from toolrelay.engine.interfaces import ModelRequest
-from toolrelay.testing import JSONReply, SSEReply, ToolCallSpec, wire
+from toolrelay.testing import BodyReply, JSONReply, SSEReply, ToolCallSpec, wire
 from toolrelay.testing.fake_server import FakeModelServer
 
 from .conftest import read_all
@@ -150,6 +150,19 @@ async def test_sse_bytes_read_back_as_items(server: FakeModelServer) -> None:
     assert result.finish_reason == "tool_calls"
     assert result.error is None
     assert result.usage is not None
+
+
+@pytest.mark.anyio
+async def test_an_sse_body_sent_as_text_plain_is_read_as_sse(server: FakeModelServer) -> None:
+    """The content type decides when it names a framing; otherwise the first bytes do
+    (one sniffer, `core.formats.content`, for live and recorded bodies alike)."""
+    body = wire.render_sse(wire.chat_chunks(text=["Hel", "lo"]))
+    server.script(BodyReply(body, content_type="text/plain; charset=utf-8"))
+    client = OpenAIChat(base_url=server.base_url, model="m")
+    reader = await read_items(client, ModelRequest(messages=HISTORY))
+    await client.aclose()
+    assert reader.format == "sse"
+    assert (output_text(reader.result().output), reader.result().error) == ("Hello", None)
 
 
 @pytest.mark.anyio

@@ -8,6 +8,7 @@ from typing import Any, Final
 
 import orjson
 
+from toolrelay.core.formats.errors import error_message
 from toolrelay.errors import ProviderError
 
 _SNIPPET: Final = 200
@@ -30,23 +31,6 @@ def _html_text(text: str) -> str:
     return _SPACE.sub(" ", html.unescape(text)).strip()
 
 
-def _json_message(data: Any) -> str | None:
-    """The message in OpenAI `{"error": {"message"}}`, Ollama `{"error": "…"}` and kin."""
-    if not isinstance(data, dict):
-        return None
-    error = data.get("error")
-    if isinstance(error, dict):
-        for key in ("message", "detail", "type", "code"):
-            if isinstance(error.get(key), str) and error[key]:
-                return str(error[key])
-    if isinstance(error, str) and error:
-        return error
-    for key in ("message", "detail"):
-        if isinstance(data.get(key), str) and data[key]:
-            return str(data[key])
-    return None
-
-
 def error_from_response(
     status: int, body: bytes, content_type: str | None = None, reason: str = ""
 ) -> ProviderError:
@@ -56,7 +40,7 @@ def error_from_response(
     message: str | None = None
     try:
         parsed = orjson.loads(body)
-        message = _json_message(parsed)
+        message = error_message(parsed) if isinstance(parsed, dict) else None
     except orjson.JSONDecodeError:
         pass
     if message is None:

@@ -37,6 +37,7 @@ import orjson
 
 from toolrelay.adapters.models.body import DEFAULT_TIMEOUTS, Deadlines, Timeouts, UpstreamBody
 from toolrelay.adapters.models.errors import describe, error_from_response, lost_connection
+from toolrelay.core.formats.content import detect_format
 from toolrelay.engine.interfaces import ModelRequest
 from toolrelay.errors import ProviderError
 
@@ -50,7 +51,6 @@ __all__ = [
     "Upstream",
     "UpstreamBody",
     "bearer",
-    "body_format",
     "error_from_response",
     "parse_retry_after",
     "retry_delay",
@@ -111,18 +111,6 @@ def _json_default(obj: object) -> object:
     if isinstance(obj, tuple | list | set | frozenset):
         return list(obj)
     raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
-
-
-def body_format(content_type: str | None, *, stream: bool) -> str:
-    """The `BodyReader` format for a response: decided by its content type."""
-    if not stream:
-        return "json"
-    ctype = (content_type or "").split(";")[0].strip().lower()
-    if ctype == "text/event-stream":
-        return "sse"
-    if ctype in ("application/x-ndjson", "application/ndjson", "application/jsonl"):
-        return "ndjson"
-    return "json"
 
 
 def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
@@ -278,7 +266,7 @@ class Upstream:
             raise on_timeout from None
         except httpx.TransportError as exc:
             raise lost_connection(exc) from exc
-        fmt = body_format(response.headers.get("content-type"), stream=stream)
+        fmt = detect_format(first or b"", response.headers.get("content-type"))
         result = UpstreamBody(response, chunks, first, fmt, deadlines)
         if first is None:
             await result.aclose()
