@@ -4,7 +4,8 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench setup services
+.PHONY: run test lint bench setup services node
+NODE_STAMP := tests/node/node_modules/.installed
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -25,8 +26,16 @@ lint: $(STAMP)
 services:
 	bash scripts/services.sh
 
-test: $(STAMP) lint services
+# The npm MCP servers the tool tests run (when node is missing, those tests fail saying so).
+$(NODE_STAMP): tests/node/package.json tests/node/package-lock.json
+	@if command -v npm >/dev/null 2>&1; then \
+	  npm ci --prefix tests/node --no-audit --no-fund --silent && touch $(NODE_STAMP); \
+	else echo "node: npm not found; the MCP tests that need node will fail and say so" >&2; fi
+
+node: $(NODE_STAMP)
+
+test: $(STAMP) lint services node
 	$(BIN)/pytest -q -n 2 -p no:cacheprovider
 
-bench: $(STAMP)
+bench: $(STAMP) node
 	$(BIN)/python -m benchmarks

@@ -101,6 +101,8 @@ class ToolContext:
     message_id: str | None = None
     event_emitter: EventEmitter | None = None
     event_call: EventCaller | None = None
+    call_id: str | None = None
+    """Set per call by the runner: progress events name the call they belong to."""
 
 
 @runtime_checkable
@@ -133,6 +135,24 @@ def tools_by_name(groups: Iterable[tuple[str, Iterable[Tool]]]) -> dict[str, Too
             found[name] = item
             where[name] = source
     return found
+
+
+@runtime_checkable
+class ToolSource(Protocol):
+    """Where a set of tools lives: an MCP server, an OpenAPI server, a tool file.
+
+    `list()` may start the source (lazily) and is called before every turn, so
+    it answers from a cache while nothing changed; a source that cannot start
+    raises, and the engine reports it and goes on with the other tools.
+    """
+
+    name: str
+
+    async def list(self) -> Sequence[Tool]: ...
+
+    async def call(self, name: str, arguments: dict[str, Any], context: ToolContext) -> Any: ...
+
+    async def aclose(self) -> None: ...
 
 
 class EventSink(Protocol):

@@ -22,6 +22,7 @@ from toolrelay.engine.interfaces import (
     ModelClient,
     Tool,
     ToolContext,
+    ToolSource,
     tools_by_name,
 )
 from toolrelay.engine.interpreter import CodeRunner
@@ -29,6 +30,7 @@ from toolrelay.engine.limits import RunLimits
 from toolrelay.engine.loop import Turn, TurnSetup
 from toolrelay.engine.pending import PendingCalls
 from toolrelay.engine.sinks import NullSink, QueueSink
+from toolrelay.engine.toolbox import Toolbox
 
 RunResult = TurnResult
 
@@ -39,7 +41,7 @@ class Relay:
     def __init__(
         self,
         model: ModelClient,
-        tools: Iterable[Tool] = (),
+        tools: Iterable[Tool | ToolSource] = (),
         *,
         limits: RunLimits | None = None,
         store: ChatStore | None = None,
@@ -51,12 +53,22 @@ class Relay:
         params: Mapping[str, Any] | None = None,
         name: str | None = None,
     ) -> None:
-        """`tools` are `Tool`s (`@tool` makes one of a function); their names must differ.
+        """`tools` are `Tool`s (`@tool` makes one of a function) and `ToolSource`s
+        (`MCPServer`, `OpenAPIServer`, `ToolFile`); names must differ.
 
         `name` is what the saved turn records as its model (a server route name).
         """
         self.model = model
-        self.tools = tools_by_name([("tools", [_checked_tool(t) for t in tools])])
+        fixed: list[Tool] = []
+        sources: list[ToolSource] = []
+        for item in tools:
+            if not isinstance(item, type) and isinstance(item, ToolSource):
+                sources.append(item)
+            else:
+                fixed.append(_checked_tool(item))
+        self.tools = tools_by_name([("tools", fixed)])
+        self.toolbox = Toolbox(self.tools.values(), sources)
+        """Fixed tools plus the sources' tools, listed before each turn."""
         self.limits = limits or RunLimits()
         self.store = store
         self.filters = list(filters)
@@ -91,7 +103,7 @@ class Relay:
         history = repair_history(history)
         message_id = message_id or new_id("msg")
         sink = sink or NullSink()
-        tools = dict(self.tools)
+        tools = dict(await self.toolbox.tools())
         tools.update({t.spec.name: t for t in extra_tools})
         setup = TurnSetup(
             model=self.model,
@@ -167,7 +179,8 @@ class Relay:
         return self.pending.resolve(f"approval:{call_id}", {"approved": approved, "reason": reason})
 
     async def aclose(self) -> None:
-        """Close the model clients and any filter holding a connection pool."""
+        """Close the model clients, the tool sources and any filter holding a connection pool."""
+        await self.toolbox.aclose()
         for f in self.filters:
             close = getattr(f, "aclose", None)
             if callable(close):
@@ -202,6 +215,8 @@ def _emitter(sink: EventSink) -> Any:
 
 
 def _checked_tool(obj: object) -> Tool:
+    if isinstance(obj, str):
+        raise TypeError(f"not a tool: {obj!r} (load a tool file with ToolFile({obj!r}))")
     if isinstance(obj, type) or not isinstance(obj, Tool):
         raise TypeError(f"not a tool: {obj!r} (make a function a tool with @tool)")
     return obj

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
 from toolrelay.core import events as ev
@@ -193,7 +193,7 @@ async def _invoke(
             raw = await _client_call(call_id, name, args, env)
         else:
             async with asyncio.timeout(timeout):
-                raw = await tool.call(args, env.context)
+                raw = await tool.call(args, replace(env.context, call_id=call_id))
     except TimeoutError:
         waited = env.limits.client_tool_timeout if spec.kind == "client" else timeout
         return NormalisedResult(f"Error: Tool `{name}` timed out after {waited:g} s."), "failed"

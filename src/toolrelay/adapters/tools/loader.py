@@ -23,10 +23,10 @@ from typing import Any
 
 from toolrelay.adapters.tools.python import PythonTool, tool
 from toolrelay.core.ids import new_id
-from toolrelay.engine.interfaces import Tool, tools_by_name
+from toolrelay.engine.interfaces import Tool, ToolContext, tools_by_name
 from toolrelay.errors import ConfigError
 
-__all__ = ["as_tools", "load_tools_from_file", "load_tools_from_module"]
+__all__ = ["ToolFile", "as_tools", "load_tools_from_file", "load_tools_from_module"]
 
 _MODULE_PREFIX = "toolrelay_user_tools"
 
@@ -57,6 +57,27 @@ def load_tools_from_file(path: str | Path) -> list[PythonTool]:
         raise ConfigError(
             f"tool file {str(file)!r} failed to load: {type(exc).__name__}: {exc}"
         ) from exc
+
+
+class ToolFile:
+    """A tool file as a tool source: `Relay(model, [ToolFile("owui_tools.py")])`.
+
+    Loaded at once, so a broken file is a `ConfigError` at start-up, not in a turn.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.name = str(path)
+        self.tools: list[Tool] = list(load_tools_from_file(path))
+        self._by_name = {t.spec.name: t for t in self.tools}
+
+    async def list(self) -> list[Tool]:
+        return self.tools
+
+    async def call(self, name: str, arguments: dict[str, Any], context: ToolContext) -> Any:
+        return await self._by_name[name].call(arguments, context)
+
+    async def aclose(self) -> None:
+        return None
 
 
 def load_tools_from_module(name: str) -> list[PythonTool]:
