@@ -21,6 +21,7 @@ from typing import Any, cast
 from toolrelay.core import events as ev
 from toolrelay.core.events import Event
 from toolrelay.core.items import Item, message_item, output_text
+from toolrelay.core.status import TurnStatus
 from toolrelay.core.tool_results import strip_base64
 from toolrelay.engine.filters import run_outlets
 from toolrelay.engine.interfaces import ChatStore, Message, ModelClient
@@ -39,8 +40,7 @@ class TurnResult:
     output: list[Item]
     text: str
     usage: dict[str, Any]
-    status: str
-    """`completed`, `capped`, `failed` or `cancelled`."""
+    status: TurnStatus
     error: str | None = None
     finish_reason: str | None = None
     timings: dict[str, Any] = field(default_factory=dict)
@@ -57,7 +57,7 @@ class TurnEnd:
     """The history the turn answered (outlets and tasks see it)."""
     output: list[Item]
     usage: dict[str, Any]
-    status: str
+    status: TurnStatus
     error: str | None
     finish_reason: str | None
     timings: dict[str, Any]
@@ -81,9 +81,10 @@ class Finisher:
     async def finish(self, end: TurnEnd, emit: Emit) -> TurnResult:
         """Run the end-of-turn steps; the caller flushes `emit`'s events afterwards."""
         status = end.status
-        closing = "completed" if status in ("completed", "capped") else "incomplete"
+        ended_well = status in (TurnStatus.COMPLETED, TurnStatus.CAPPED)
+        closing = "completed" if ended_well else "incomplete"
         output = [_closed(i, closing) for i in end.output]
-        if status != "cancelled":
+        if status != TurnStatus.CANCELLED:
             output = await self._outlets(end.messages, output, emit)
         result = TurnResult(
             output=output,
@@ -94,7 +95,7 @@ class Finisher:
             finish_reason=end.finish_reason,
             timings=end.timings,
         )
-        if status == "completed" and self.task_model is not None and self.tasks:
+        if status == TurnStatus.COMPLETED and self.task_model is not None and self.tasks:
             result = await self._tasks(end.messages, result, emit)
         await self._save(result)
         if not end.quiet:

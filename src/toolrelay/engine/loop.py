@@ -36,6 +36,7 @@ from toolrelay.core.deltas import ErrorDelta
 from toolrelay.core.events import Event
 from toolrelay.core.items import Item
 from toolrelay.core.rag import RagSnapshot, inject, take_snapshot
+from toolrelay.core.status import TurnStatus
 from toolrelay.core.think_tags import TagConfig
 from toolrelay.core.usage import merge_usage
 from toolrelay.engine.coalesce import Coalescer
@@ -120,21 +121,23 @@ class Turn:
             outcome = self._decide(read)
             match outcome:
                 case Final():
-                    return await self._finish("completed", None)
+                    return await self._finish(TurnStatus.COMPLETED, None)
                 case RunTools(calls):
                     new_from = len(self.output)
                     batch = await self._run_tools(calls)
                     if isinstance(batch, RepeatsStopped):
-                        return await self._finish("failed", batch.error)
+                        return await self._finish(TurnStatus.FAILED, batch.error)
                 case RunCode(item):
                     new_from = self.output.index(item)  # the block, now with its output
                     await self._run_code(item)
                 case Capped(calls):
                     return await self._capped(calls)
                 case Failed(error):
-                    return await self._finish("failed", error)
+                    return await self._finish(TurnStatus.FAILED, error)
                 case Interrupted():
-                    return await self._finish("completed", None, finish_reason="tool_calls")
+                    return await self._finish(
+                        TurnStatus.COMPLETED, None, finish_reason="tool_calls"
+                    )
                 case _:
                     assert_never(outcome)
 
@@ -267,14 +270,16 @@ class Turn:
         cap = self.setup.limits.max_iterations
         if self.setup.limits.on_cap == "final_answer":
             read = await self._read(self._request(0, with_tools=False))
-            return await self._finish("capped", read.error, note=f"capped after {cap} tool rounds")
+            return await self._finish(
+                TurnStatus.CAPPED, read.error, note=f"capped after {cap} tool rounds"
+            )
         error = f"Tool-call limit reached: stopped after {cap} rounds of tool calls."
         await self.emitter.emit(_error_event(error))
-        return await self._finish("capped", error)
+        return await self._finish(TurnStatus.CAPPED, error)
 
     async def _finish(
         self,
-        status: str,
+        status: TurnStatus,
         error: str | None,
         *,
         finish_reason: str | None = None,
@@ -316,7 +321,7 @@ class Turn:
             for i in self.output
         ]
         await self.emitter.emit(Event(ev.CHAT_TASKS_CANCEL, {}))
-        await self._finish("cancelled", "Cancelled.")
+        await self._finish(TurnStatus.CANCELLED, "Cancelled.")
 
 
 def _error_event(message: str) -> Event:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import orjson
 
+from toolrelay.core.status import TurnStatus
 from toolrelay.core.transcript import to_chat_messages
 from toolrelay.engine.interfaces import ChatStore, Message
 from toolrelay.errors import ToolrelayError
@@ -51,7 +52,7 @@ __all__ = [
 KEY_PREFIX: Final = "tr-"
 """Every generated API key starts with this, so leaked keys are easy to spot."""
 
-TURN_STATUSES: Final = frozenset({"in_progress", "completed", "capped", "failed", "cancelled"})
+TURN_STATUSES: Final = frozenset({"in_progress", *TurnStatus})
 
 
 class NotFoundError(ToolrelayError, LookupError):

@@ -26,12 +26,18 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from toolrelay.core.items import Item, item_text, output_text
+from toolrelay.core.status import TurnStatus, turn_status
 
 __all__ = ["TurnAnswer", "final_answer", "open_calls", "turn_answer"]
 
-_FAILED: Final = frozenset({"failed", "cancelled"})
+_FAILED: Final = frozenset({TurnStatus.FAILED, TurnStatus.CANCELLED})
 _CHAT_REASONS: Final = frozenset({"stop", "length", "content_filter"})
-_RESPONSE_STATUS: Final = {"completed": "completed", "capped": "incomplete"}
+_RESPONSE_STATUS: Final = {
+    TurnStatus.COMPLETED: "completed",
+    TurnStatus.CAPPED: "incomplete",
+    TurnStatus.FAILED: "failed",
+    TurnStatus.CANCELLED: "cancelled",
+}
 _FALLBACK_ERROR: Final = "The model server failed."
 
 
@@ -39,8 +45,7 @@ _FALLBACK_ERROR: Final = "The model server failed."
 class TurnAnswer:
     """One finished turn as both OpenAI APIs describe it."""
 
-    status: str
-    """The turn's own status: `completed`, `capped`, `failed` or `cancelled`."""
+    status: TurnStatus
     output: Sequence[Item]
     text: str
     reasoning: str
@@ -69,10 +74,10 @@ def open_calls(output: Sequence[Item]) -> list[Item]:
     ]
 
 
-def _finish_reason(status: str, calls: Sequence[Item], model_reason: str | None) -> str:
-    if calls and status == "completed":
+def _finish_reason(status: TurnStatus, calls: Sequence[Item], model_reason: str | None) -> str:
+    if calls and status == TurnStatus.COMPLETED:
         return "tool_calls"
-    if status == "capped":
+    if status == TurnStatus.CAPPED:
         return "length"
     if model_reason in _CHAT_REASONS:
         return model_reason
@@ -81,7 +86,7 @@ def _finish_reason(status: str, calls: Sequence[Item], model_reason: str | None)
 
 def turn_answer(
     *,
-    status: str,
+    status: TurnStatus,
     output: Sequence[Item],
     usage: Mapping[str, Any] | None = None,
     error: str | None = None,
@@ -97,12 +102,10 @@ def turn_answer(
         reasoning="".join(item_text(i) for i in output if i.get("type") == "reasoning"),
         tool_calls=calls,
         finish_reason=_finish_reason(status, calls, finish_reason),
-        response_status=_RESPONSE_STATUS.get(
-            status, "cancelled" if status == "cancelled" else "failed"
-        ),
+        response_status=_RESPONSE_STATUS[status],
         usage=usage or {},
         failure=(error or _FALLBACK_ERROR) if failed else None,
-        notice=error if status == "capped" else None,
+        notice=error if status == TurnStatus.CAPPED else None,
     )
 
 
@@ -112,7 +115,7 @@ def final_answer(data: Mapping[str, Any]) -> TurnAnswer:
     message = error.get("content") if isinstance(error, Mapping) else None
     reason = data.get("finish_reason")
     return turn_answer(
-        status=str(data.get("status")),
+        status=turn_status(data.get("status")),
         output=data.get("output") or [],
         usage=data.get("usage"),
         error=message if isinstance(message, str) else None,
