@@ -29,9 +29,7 @@ def test_quickstart_runs_offline() -> None:
 
 
 def test_example_config_and_tools_load() -> None:
-    from toolrelay.server.settings import load_settings
+    from tests.envs import load
 
-    settings = load_settings(
-        ROOT / "examples" / "toolrelay.toml", env={"OPENAI_API_KEY": "sk-test"}
-    )
+    settings = load(ROOT / "examples" / "toolrelay.toml", env={"OPENAI_API_KEY": "sk-test"})
     assert settings.models and settings.tools

@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 from toolrelay.adapters.stores import User
 from toolrelay.adapters.stores.sql import SQLStore
 from toolrelay.cli.main import app
+from toolrelay.config import Registry
 
 
 @pytest.fixture
@@ -124,7 +125,8 @@ def test_serve_runs_uvicorn_with_the_settings_and_flags(
     calls: list[tuple[Any, dict[str, Any]]] = []
     fake_app = types.ModuleType("toolrelay.server.app")
 
-    def create_app(settings: Any) -> Any:
+    def create_app(settings: Any, *, registry: Registry) -> Any:
+        assert isinstance(registry, Registry)  # built before the server starts
         return ("app", settings.port)
 
     fake_app.create_app = create_app  # type: ignore[attr-defined]

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
 
+from tests.envs import load
 from toolrelay.adapters.models import Ollama, OpenAIChat, OpenAIResponses
 from toolrelay.adapters.pipelines import HttpOutlet
+from toolrelay.config.registry import Registry, build_registry, setup_hint
+from toolrelay.config.settings import LimitsConfig, ModelRoute, Settings
 from toolrelay.engine.interfaces import ToolContext
 from toolrelay.errors import ConfigError
-from toolrelay.server.registry import Registry, build_registry, setup_hint
-from toolrelay.server.settings import LimitsConfig, ModelRoute, Settings, load_settings
 
 pytestmark = pytest.mark.anyio
 
@@ -47,7 +49,7 @@ params = { num_ctx = 4096 }
 def settings_from(tmp_path: Path, text: str) -> Settings:
     path = tmp_path / "toolrelay.toml"
     path.write_text(text, encoding="utf-8")
-    return load_settings(path, env={})
+    return load(path, env={})
 
 
 @pytest.fixture
@@ -197,7 +199,7 @@ async def test_filters_from_file_module_and_url(tmp_path: Path) -> None:
 def test_filter_from_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "my_filters_mod.py").write_text(FILTERS, encoding="utf-8")
     monkeypatch.syspath_prepend(str(tmp_path))
-    settings = load_settings(env={"TOOLRELAY_FILTERS": '["my_filters_mod:Filter"]'})
+    settings = load(env={"TOOLRELAY_FILTERS": '["my_filters_mod:Filter"]'})
     (only,) = build_registry(settings, env={}).filters
     assert type(only).__module__ == "my_filters_mod"
     assert only.inlet({"a": 1}) == {"a": 1, "seen": True}
@@ -258,7 +260,7 @@ def test_setup_hint_names_every_way_to_add_a_model() -> None:
 
 
 async def test_example_config_loads_and_builds() -> None:
-    settings = load_settings(EXAMPLES / "toolrelay.toml", env={})
+    settings = load(EXAMPLES / "toolrelay.toml", env={})
     assert settings.route_names == ["gpt-mini", "o4-mini", "qwen", "llama"]
     assert settings.tools == [str(EXAMPLES / "tools.py")]
     registry = build_registry(settings, env={"OPENAI_API_KEY": "sk-x"})
@@ -270,3 +272,17 @@ async def test_example_config_loads_and_builds() -> None:
     ]
     assert sorted(registry.tools) == ["calculator", "get_time", "get_weather"]
     await registry.aclose()
+
+
+async def test_api_key_in_the_config_is_used_with_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    route = ModelRoute(name="m", base_url="http://h", api_key="sk-dev")
+    with caplog.at_level(logging.WARNING, logger="toolrelay.config"):
+        registry = build_registry(Settings(models=[route]), env={})
+    try:
+        assert registry.client_for("m").http.headers == {"authorization": "Bearer sk-dev"}  # type: ignore[attr-defined]
+        assert "api_key is set in the config" in caplog.text
+        assert "sk-dev" not in caplog.text
+    finally:
+        await registry.aclose()

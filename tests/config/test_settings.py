@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 
 import pytest
 
+from tests.envs import load
+from toolrelay.config.settings import LimitsConfig, ModelRoute
 from toolrelay.engine.limits import RunLimits
 from toolrelay.errors import ConfigError
-from toolrelay.server.settings import LimitsConfig, ModelRoute, load_settings
 
 ROUTE = """
 [[models]]
@@ -28,13 +28,13 @@ def write(tmp_path: Path, text: str, name: str = "toolrelay.toml") -> Path:
 
 def config_error(config: Path | None = None, env: dict[str, str] | None = None) -> str:
     with pytest.raises(ConfigError) as info:
-        load_settings(config, env=env or {})
+        load(config, env=env or {})
     return str(info.value)
 
 
 def test_defaults(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)  # no ./toolrelay.toml here
-    s = load_settings(env={"HOME": str(tmp_path)})
+    s = load(env={"HOME": str(tmp_path)})
     assert (s.host, s.port) == ("127.0.0.1", 8080)
     assert s.data_dir == Path.home() / ".toolrelay"
     assert s.database_url == f"sqlite+aiosqlite:///{s.data_dir}/toolrelay.db"
@@ -51,17 +51,17 @@ def test_default_config_file_in_cwd_is_read(
 ) -> None:
     write(tmp_path, "port = 9001\n")
     monkeypatch.chdir(tmp_path)
-    assert load_settings(env={}).port == 9001
+    assert load(env={}).port == 9001
 
 
 def test_config_path_from_env(tmp_path: Path) -> None:
     path = write(tmp_path, "port = 9002\n", "other.toml")
-    assert load_settings(env={"TOOLRELAY_CONFIG": str(path)}).port == 9002
+    assert load(env={"TOOLRELAY_CONFIG": str(path)}).port == 9002
 
 
 def test_file_values_and_route_defaults(tmp_path: Path) -> None:
     path = write(tmp_path, 'host = "0.0.0.0"\ntask_model = "gpt"\n' + ROUTE)
-    s = load_settings(path, env={})
+    s = load(path, env={})
     assert s.host == "0.0.0.0"
     assert s.task_model == "gpt"
     assert s.models == [
@@ -81,12 +81,12 @@ def test_route_model_defaults_to_name(tmp_path: Path) -> None:
     path = write(
         tmp_path, '[[models]]\nname = "llama3.2"\nkind = "ollama"\nbase_url = "http://h:11434"\n'
     )
-    assert load_settings(path, env={}).models[0].model == "llama3.2"
+    assert load(path, env={}).models[0].model == "llama3.2"
 
 
 def test_env_wins_over_file(tmp_path: Path) -> None:
     path = write(tmp_path, "port = 9000\n[limits]\nmax_iterations = 10\ntool_timeout = 5.0\n")
-    s = load_settings(
+    s = load(
         path,
         env={
             "TOOLRELAY_PORT": "9100",
@@ -104,7 +104,7 @@ def test_env_wins_over_file(tmp_path: Path) -> None:
 
 
 def test_env_list_values_are_json(tmp_path: Path) -> None:
-    s = load_settings(env={"TOOLRELAY_CORS_ORIGINS": '["http://a", "http://b"]'})
+    s = load(env={"TOOLRELAY_CORS_ORIGINS": '["http://a", "http://b"]'})
     assert s.cors_origins == ["http://a", "http://b"]
 
 
@@ -126,24 +126,24 @@ def test_limits_to_run_limits() -> None:
     ],
 )
 def test_database_url_rewriting(url: str, expected: str) -> None:
-    assert load_settings(env={"DATABASE_URL": url}).database_url == expected
-    assert load_settings(env={"TOOLRELAY_DATABASE_URL": url}).database_url == expected
+    assert load(env={"DATABASE_URL": url}).database_url == expected
+    assert load(env={"TOOLRELAY_DATABASE_URL": url}).database_url == expected
 
 
 def test_toolrelay_database_url_wins_over_plain() -> None:
     env = {"DATABASE_URL": "postgres://plain/db", "TOOLRELAY_DATABASE_URL": "postgres://ours/db"}
-    assert load_settings(env=env).database_url == "postgresql+asyncpg://ours/db"
+    assert load(env=env).database_url == "postgresql+asyncpg://ours/db"
 
 
 def test_events_url_from_redis_url() -> None:
-    assert load_settings(env={"REDIS_URL": "redis://r:6379/0"}).events_url == "redis://r:6379/0"
+    assert load(env={"REDIS_URL": "redis://r:6379/0"}).events_url == "redis://r:6379/0"
     env = {"REDIS_URL": "redis://plain", "TOOLRELAY_EVENTS_URL": "redis://ours"}
-    assert load_settings(env=env).events_url == "redis://ours"
+    assert load(env=env).events_url == "redis://ours"
 
 
 def test_openai_convenience_route() -> None:
     env = {"OPENAI_BASE_URL": "http://localhost:8000/v1", "OPENAI_API_KEY": "sk-x"}
-    (route,) = load_settings(env=env).models
+    (route,) = load(env=env).models
     assert route == ModelRoute(
         name="gpt-4o-mini",
         kind="openai-chat",
@@ -152,13 +152,13 @@ def test_openai_convenience_route() -> None:
         api_key_env="OPENAI_API_KEY",
     )
     env["OPENAI_MODEL"] = "qwen3"
-    (route,) = load_settings(env=env).models
+    (route,) = load(env=env).models
     assert (route.name, route.model) == ("qwen3", "qwen3")
 
 
 def test_ollama_convenience_route() -> None:
     env = {"OLLAMA_BASE_URL": "http://localhost:11434", "OLLAMA_MODEL": "qwen3:8b"}
-    (route,) = load_settings(env=env).models
+    (route,) = load(env=env).models
     assert route == ModelRoute(
         name="qwen3:8b", kind="ollama", base_url="http://localhost:11434", model="qwen3:8b"
     )
@@ -167,8 +167,8 @@ def test_ollama_convenience_route() -> None:
 def test_convenience_routes_only_when_none_configured(tmp_path: Path) -> None:
     path = write(tmp_path, ROUTE)
     env = {"OPENAI_BASE_URL": "http://x/v1", "OPENAI_API_KEY": "k", "OLLAMA_BASE_URL": "http://o"}
-    assert [r.name for r in load_settings(path, env=env).models] == ["gpt"]
-    assert [r.name for r in load_settings(env=env).models] == ["gpt-4o-mini", "llama3.2"]
+    assert [r.name for r in load(path, env=env).models] == ["gpt"]
+    assert [r.name for r in load(env=env).models] == ["gpt-4o-mini", "llama3.2"]
 
 
 def test_relative_tool_and_filter_paths_resolve_against_config_dir(tmp_path: Path) -> None:
@@ -179,7 +179,7 @@ def test_relative_tool_and_filter_paths_resolve_against_config_dir(tmp_path: Pat
         'tools = ["tools.py", "sub/more.py", "my_pkg.tools"]\n'
         'filters = ["filters.py:Filter", "my_pkg.filters:f", "http://p:9099/outlet"]\n',
     )
-    s = load_settings(path, env={})
+    s = load(path, env={})
     assert s.tools == [str(conf / "tools.py"), str(conf / "sub/more.py"), "my_pkg.tools"]
     assert s.filters == [
         f"{conf / 'filters.py'}:Filter",
@@ -188,14 +188,10 @@ def test_relative_tool_and_filter_paths_resolve_against_config_dir(tmp_path: Pat
     ]
 
 
-def test_api_key_in_file_is_allowed_with_a_warning(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_api_key_in_file_is_allowed_and_hidden(tmp_path: Path) -> None:
     path = write(tmp_path, '[[models]]\nname = "m"\nbase_url = "http://h"\napi_key = "sk-dev"\n')
-    with caplog.at_level(logging.WARNING, logger="toolrelay.server"):
-        s = load_settings(path, env={})
+    s = load(path, env={})
     assert s.models[0].api_key == "sk-dev"
-    assert "api_key is set in the config" in caplog.text
     assert "sk-dev" not in repr(s.models[0])
 
 
@@ -299,3 +295,64 @@ def test_every_problem_is_reported(tmp_path: Path) -> None:
         f"{path}: port: not a valid integer",
         f"{path}: on: unknown key",
     ]
+
+
+# --- the Open WebUI iteration cap ------------------------------------------------------------
+
+
+def test_iteration_cap_from_its_open_webui_name() -> None:
+    env = {"CHAT_RESPONSE_MAX_TOOL_CALL_ITERATIONS": "1"}
+    assert load(env=env).limits.to_run_limits().max_iterations == 1
+    env = {"CHAT_RESPONSE_MAX_TOOL_CALL_ITERATIONS": "-1"}
+    assert load(env=env).limits.max_iterations == -1
+
+
+def test_iteration_cap_precedence(tmp_path: Path) -> None:
+    """TOOLRELAY_LIMITS__MAX_ITERATIONS, then the file, then the Open WebUI name."""
+    path = write(tmp_path, "[limits]\nmax_iterations = 7\n")
+    cap = {"CHAT_RESPONSE_MAX_TOOL_CALL_ITERATIONS": "3"}
+    assert load(path, env=cap).limits.max_iterations == 7
+    ours = {**cap, "TOOLRELAY_LIMITS__MAX_ITERATIONS": "5"}
+    assert load(path, env=ours).limits.max_iterations == 5
+    other = write(tmp_path, "[limits]\ntool_timeout = 5.0\n", "other.toml")
+    limits = load(other, env=cap).limits
+    assert (limits.max_iterations, limits.tool_timeout) == (3, 5.0)
+
+
+@pytest.mark.parametrize(
+    ("raw", "problem"),
+    [("abc", "not a valid integer"), ("0", "must be a positive integer or -1 for no cap (got 0)")],
+)
+def test_bad_iteration_cap_names_the_var(raw: str, problem: str) -> None:
+    message = config_error(env={"CHAT_RESPONSE_MAX_TOOL_CALL_ITERATIONS": raw})
+    assert message == f"CHAT_RESPONSE_MAX_TOOL_CALL_ITERATIONS: {problem}"
+
+
+def test_bad_convenience_route_names_the_var() -> None:
+    message = config_error(env={"OPENAI_BASE_URL": "localhost:8000/v1"})
+    assert message == (
+        "OPENAI_BASE_URL: models[0].base_url: "
+        "must start with http:// or https:// (got 'localhost:8000/v1')"
+    )
+
+
+def test_plain_env_error_names_the_plain_var() -> None:
+    assert config_error(env={"DATABASE_URL": "mysql://u:secret@h/db"}) == (
+        "DATABASE_URL: must be a sqlite:// or postgresql:// URL (got 'mysql':…)"
+    )
+    assert config_error(env={"REDIS_URL": "memcached://h"}) == (
+        "REDIS_URL: must be 'memory' or a redis:// URL (got 'memcached':…)"
+    )
+
+
+def test_file_value_under_an_env_table_names_the_winner(tmp_path: Path) -> None:
+    """The env var set the table, so it is the place to look, not the file."""
+    path = write(tmp_path, "[limits]\ntool_timeout = 5.0\n")
+    message = config_error(path, env={"TOOLRELAY_LIMITS": '{"max_concurrency": 0}'})
+    assert message == (
+        "TOOLRELAY_LIMITS: limits.max_concurrency: input should be greater than or equal to 1"
+    )
+
+
+def test_sqlite_url_gets_the_async_driver() -> None:
+    assert load(env={"DATABASE_URL": "sqlite:///x.db"}).database_url == "sqlite+aiosqlite:///x.db"

@@ -221,13 +221,6 @@ async def test_cap_with_final_answer() -> None:
     assert model.requests[-1].tools == []
 
 
-async def test_env_cap(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("CHAT_RESPONSE_MAX_TOOL_CALL_ITERATIONS", "1")
-    assert RunLimits().max_iterations == 1
-    monkeypatch.setenv("CHAT_RESPONSE_MAX_TOOL_CALL_ITERATIONS", "-1")
-    assert RunLimits().max_iterations == -1
-
-
 async def test_repeated_identical_calls_warn_then_stop() -> None:
     model = ScriptedModel(*[reply(calls=[("add", {"a": 1, "b": 1})]) for _ in range(7)])
     result = await Relay(model, [add], limits=RunLimits(repeat_warn=2)).run("go")

@@ -12,8 +12,8 @@ import httpx
 import pytest
 import uvicorn
 
+from toolrelay.config.settings import ModelRoute, Settings
 from toolrelay.server.app import create_app
-from toolrelay.server.settings import ModelRoute, Settings
 from toolrelay.testing.fake_server import FakeModelServer
 
 ADMIN_KEY = "tr-test-admin-key-0123456789"

@@ -21,7 +21,7 @@ from tests.sdk_clients import openai_client
 from tests.server.conftest import ADMIN_KEY, Running, ServerThread, make_settings
 from tests.server.test_chats_api import new_chat, read_events, wait_saved
 from toolrelay.adapters.models.http import DEFAULT_RETRY
-from toolrelay.server.settings import ModelRoute
+from toolrelay.config.settings import ModelRoute
 from toolrelay.testing.fake_server import FakeModelServer, RawReply, SSEReply
 from toolrelay.testing.wire import chat_chunks
 

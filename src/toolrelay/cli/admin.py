@@ -1,8 +1,9 @@
-"""`toolrelay db upgrade`, `toolrelay keys create|list|revoke` and `toolrelay serve`.
+"""`toolrelay db upgrade` and `toolrelay keys create|list|revoke`.
 
 Owns the operator's commands: they find the database (`--database-url`, else
-the settings), call the store, and print. The store (`adapters.stores.sql`),
-the settings and the app are imported lazily so `toolrelay chat` stays quick.
+the settings), call the store, and print. The store (`adapters.stores.sql`)
+and the settings are imported lazily so `toolrelay chat` stays quick; without
+the server extra the commands say what to install.
 A created API key is printed once, on stdout alone (so `$(toolrelay keys
 create)` captures it); everything else about it goes to stderr.
 """
@@ -19,12 +20,13 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
+from toolrelay.cli.extras import SERVER, require
 from toolrelay.errors import ConfigError
 
 if TYPE_CHECKING:
     from toolrelay.adapters.stores.sql import SQLStore
 
-__all__ = ["db_app", "keys_app", "serve"]
+__all__ = ["db_app", "fail", "keys_app"]
 
 T = TypeVar("T")
 
@@ -40,7 +42,8 @@ DatabaseURL = Annotated[
 ConfigPath = Annotated[Path | None, typer.Option("--config", help="A toolrelay.toml.")]
 
 
-def _fail(message: str, code: int = 2) -> typer.Exit:
+def fail(message: str, code: int = 2) -> typer.Exit:
+    """Print `error: message` on stderr; the caller raises the returned `Exit`."""
     Console(stderr=True, soft_wrap=True).print(Text.assemble(("error:", "red"), f" {message}"))
     return typer.Exit(code)
 
@@ -49,16 +52,19 @@ def database_url(url: str | None, config: Path | None = None) -> str:
     """The flag wins; otherwise the settings' URL (SQLite under the data dir by default)."""
     if url:
         return url
-    from toolrelay.server.settings import load_settings
+    from toolrelay.config.settings import load_settings
 
-    settings = load_settings(config)
-    return settings.database_url or f"sqlite+aiosqlite:///{settings.data_dir}/toolrelay.db"
+    return load_settings(config).database_url
 
 
 def _with_store(
     url: str | None, config: Path | None, work: Callable[[SQLStore], Awaitable[T]]
 ) -> T:
     """Open the store (migrating it), run `work`, close it; config errors exit 2."""
+    try:
+        require("toolrelay keys", "server", SERVER)
+    except ConfigError as exc:
+        raise fail(str(exc)) from None
     from toolrelay.adapters.stores.sql import SQLStore
 
     async def run() -> T:
@@ -71,18 +77,19 @@ def _with_store(
     try:
         return asyncio.run(run())
     except ConfigError as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
 
 
 @db_app.command("upgrade")
 def db_upgrade(url: DatabaseURL = None, config: ConfigPath = None) -> None:
     """Migrate the database to the latest schema (safe to run again)."""
-    from toolrelay.adapters.stores.sql import upgrade
-
     try:
+        require("toolrelay db", "server", SERVER)
         target = database_url(url, config)
     except ConfigError as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
+    from toolrelay.adapters.stores.sql import upgrade
+
     upgrade(target)
     Console(stderr=True, soft_wrap=True).print(
         f"database is up to date: {_redact(target)}", markup=False, highlight=False
@@ -150,31 +157,8 @@ def keys_revoke(
         return await store.revoke_api_key(key_id)
 
     if not _with_store(url, config, work):
-        raise _fail(f"no active key {key_id!r}", code=1)
+        raise fail(f"no active key {key_id!r}", code=1)
     Console().print(f"revoked {key_id}", highlight=False)
-
-
-def serve(
-    host: Annotated[str | None, typer.Option("--host", help="Default: the settings'.")] = None,
-    port: Annotated[int | None, typer.Option("--port", help="Default: the settings'.")] = None,
-    config: ConfigPath = None,
-) -> None:
-    """Run the HTTP server (OpenAI-compatible API, chat API, web page)."""
-    import uvicorn
-
-    from toolrelay.server.app import create_app
-    from toolrelay.server.settings import load_settings
-
-    try:
-        settings = load_settings(config)
-        app = create_app(settings)
-    except ConfigError as exc:
-        raise _fail(str(exc)) from None
-    uvicorn.run(
-        app,
-        host=host or settings.host,
-        port=port if port is not None else settings.port,
-    )
 
 
 def _when(moment: datetime | None) -> str:

@@ -167,8 +167,10 @@ def build_setup(
     if base_url is not None:
         if not model:
             raise ConfigError("--model NAME is required with --base-url")
+        from toolrelay.config import load_settings
+
+        limits = _limits(load_settings(config).limits.to_run_limits(), max_iterations)
         client = direct_client(api, base_url=base_url, model=model, api_key=api_key)
-        limits = _limits(RunLimits(), max_iterations)
         return ChatSetup(client, file_tools, limits, messages, client.aclose)
     return _route_setup(model, config, file_tools, messages, max_iterations)
 
@@ -194,8 +196,7 @@ def _route_setup(
     max_iterations: int | None,
 ) -> ChatSetup:
     """A route from the server config (the first one when `--model` is not given)."""
-    from toolrelay.server.registry import build_registry, setup_hint
-    from toolrelay.server.settings import load_settings
+    from toolrelay.config import build_registry, load_settings, setup_hint
 
     registry = build_registry(load_settings(config))
     if not registry.routes:

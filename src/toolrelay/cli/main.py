@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
 
-from toolrelay.cli import admin, chat, replay
+from toolrelay import __version__
+from toolrelay.cli import admin, chat, replay, serve
 
 app = typer.Typer(
     name="toolrelay",
@@ -14,9 +17,25 @@ app = typer.Typer(
 )
 app.command("chat")(chat.chat)
 app.command("replay")(replay.replay)
-app.command("serve")(admin.serve)
+app.command("serve")(serve.serve)
 app.add_typer(admin.db_app, name="db")
 app.add_typer(admin.keys_app, name="keys")
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"toolrelay {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True, help="Print the version."),
+    ] = False,
+) -> None:
+    """An agent-loop engine for chat systems."""
 
 
 if __name__ == "__main__":  # pragma: no cover

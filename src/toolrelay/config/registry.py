@@ -6,13 +6,16 @@ modules, and importing filters (`module:attr`, `file.py:attr`, or an
 `http(s)://` pipeline outlet URL). Every failure is a `ConfigError` naming
 the route, file or env var, so `toolrelay serve` stops before it listens.
 
-No server code here: the app asks `client_for(route)` / `tools_for(route)`.
+No server code here: the server and the CLI ask `client_for(route)` /
+`tools_for(route)`. A new kind of model API gets its client class in
+`adapters/models` and one case in `_client`.
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
+import logging
 import os
 import sys
 from collections.abc import Mapping
@@ -23,15 +26,18 @@ from typing import Any
 from toolrelay.adapters.models import Ollama, OpenAIChat, OpenAIResponses
 from toolrelay.adapters.pipelines import HttpOutlet
 from toolrelay.adapters.tools import load_tools_from_file, load_tools_from_module
+from toolrelay.config.settings import ModelRoute, Settings
+from toolrelay.config.sources import is_file_ref
 from toolrelay.core.ids import new_id
 from toolrelay.engine.interfaces import ModelClient, Tool, tools_by_name
 from toolrelay.engine.limits import RunLimits
 from toolrelay.errors import ConfigError
-from toolrelay.server.settings import ModelRoute, Settings, is_file_ref
 
 __all__ = ["Registry", "build_registry", "setup_hint"]
 
 _FILTER_MODULE_PREFIX = "toolrelay_user_filters"
+
+log = logging.getLogger("toolrelay.config")
 
 
 @dataclass
@@ -97,6 +103,11 @@ def build_registry(settings: Settings, *, env: Mapping[str, str] | None = None) 
 
 def _api_key(route: ModelRoute, environ: Mapping[str, str]) -> str | None:
     if route.api_key_env is None:
+        if route.api_key is not None:
+            log.warning(
+                "model route %r: api_key is set in the config; use api_key_env in production",
+                route.name,
+            )
         return route.api_key
     key = environ.get(route.api_key_env)
     if not key:

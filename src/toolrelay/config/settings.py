@@ -1,24 +1,22 @@
-"""Server settings: one validated `Settings` from `toolrelay.toml` plus the environment.
+"""Settings: one validated `Settings` from `toolrelay.toml` plus the environment.
 
-Owns reading the config file (stdlib `tomllib`), reading `TOOLRELAY_*` env vars
-(pydantic-settings, `__` for nesting), the plain-env conveniences
-(`DATABASE_URL`, `REDIS_URL`, `OPENAI_*`, `OLLAMA_*`) and turning every
-validation failure into one `ConfigError` that names where the bad value came
-from: the file and key, or the env var.
+Owns the shape of the configuration (every key, its default, its checks) and
+`load_settings`, which picks the config file and turns every problem into one
+`ConfigError` line naming the env var, or the file and key. Where values come
+from, and in what order, is `config.sources`; the wording of errors is
+`config.messages`. Nothing here opens a socket or imports a tool:
+`config.registry` turns settings into live objects.
 
-Precedence, highest first: `TOOLRELAY_*` env vars, plain env conveniences,
-the config file, defaults. `load_settings` takes the environment as a mapping
-so tests never touch `os.environ`. Nothing here opens a socket or imports a
-tool; `server.registry` turns settings into live objects.
+To add a setting: add a field to `Settings` (or a table: a frozen `BaseModel`
+with `extra="forbid"`, as `LimitsConfig`). The file key, `TOOLRELAY_<KEY>`
+(`__` for nesting) and the error messages follow from the field.
 """
 
 from __future__ import annotations
 
-import logging
 import os
-import re
 import tomllib
-from collections.abc import Mapping
+from contextvars import ContextVar
 from dataclasses import fields as dataclass_fields
 from pathlib import Path
 from typing import Any, Literal
@@ -32,10 +30,18 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic_core import ErrorDetails
-from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDict
-from pydantic_settings.exceptions import SettingsError
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from toolrelay.config.messages import describe
+from toolrelay.config.sources import (
+    CONFIG_ENV,
+    ENV_PREFIX,
+    ConfigFile,
+    Fallbacks,
+    PlainEnv,
+    PrefixedEnv,
+    Provenance,
+)
 from toolrelay.engine.limits import RunLimits
 from toolrelay.errors import ConfigError
 
@@ -49,14 +55,7 @@ __all__ = [
     "load_settings",
 ]
 
-log = logging.getLogger("toolrelay.server")
-
-ENV_PREFIX = "TOOLRELAY_"
-CONFIG_ENV = "TOOLRELAY_CONFIG"
 DEFAULT_CONFIG = Path("toolrelay.toml")
-DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
-DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
-DEFAULT_OLLAMA_MODEL = "llama3.2"
 
 _RUN_DEFAULTS: dict[str, Any] = {f.name: f.default for f in dataclass_fields(RunLimits)}
 
@@ -74,7 +73,7 @@ class ModelRoute(BaseModel):
     api_key_env: str | None = None
     """Name of the env var holding the key, so the key never sits in the file."""
     api_key: str | None = Field(default=None, repr=False)
-    """The key itself: local development only (a warning is logged)."""
+    """The key itself: local development only (the registry logs a warning)."""
     params: dict[str, Any] = Field(default_factory=dict)
     tools: list[str] | None = None
     """Tool names this route may use; None means every configured tool."""
@@ -104,20 +103,15 @@ class ModelRoute(BaseModel):
             raise ValueError("stateful is only for kind 'openai-responses'")
         if self.reasoning_replay != "none" and self.kind != "openai-chat":
             raise ValueError("reasoning_replay is only for kind 'openai-chat'")
-        if self.api_key is not None:
-            log.warning(
-                "model route %r: api_key is set in the config; use api_key_env in production",
-                self.name,
-            )
         return self
 
 
 class LimitsConfig(BaseModel):
-    """`RunLimits` as config; `max_iterations` unset keeps its env-var default."""
+    """`RunLimits` as config (`CHAT_RESPONSE_MAX_TOOL_CALL_ITERATIONS` is a fallback source)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    max_iterations: int | None = None
+    max_iterations: int = _RUN_DEFAULTS["max_iterations"]
     on_cap: Literal["error", "final_answer"] = _RUN_DEFAULTS["on_cap"]
     repeat_warn: int = Field(default=_RUN_DEFAULTS["repeat_warn"], ge=1)
     repeat_stop: int | None = Field(default=None, ge=0)
@@ -130,21 +124,29 @@ class LimitsConfig(BaseModel):
 
     @field_validator("max_iterations")
     @classmethod
-    def _positive_or_unbounded(cls, value: int | None) -> int | None:
-        if value is not None and (value < -1 or value == 0):
+    def _positive_or_unbounded(cls, value: int) -> int:
+        if value < -1 or value == 0:
             raise ValueError(f"must be a positive integer or -1 for no cap (got {value})")
         return value
 
     def to_run_limits(self) -> RunLimits:
-        return RunLimits(**self.model_dump(exclude_none=True))
+        return RunLimits(**self.model_dump())
 
 
 def _default_data_dir() -> Path:
     return Path.home() / ".toolrelay"
 
 
+_FILE: ContextVar[Path | None] = ContextVar("toolrelay_config_file", default=None)
+_PROVENANCE: ContextVar[Provenance | None] = ContextVar("toolrelay_provenance", default=None)
+
+
 class Settings(BaseSettings):
-    """Everything `toolrelay serve` is configured with (module doc: precedence)."""
+    """Everything `toolrelay serve` is configured with (`config.sources`: precedence).
+
+    `Settings(...)` reads the environment under its arguments; `load_settings`
+    adds the config file and turns errors into `ConfigError`.
+    """
 
     model_config = SettingsConfigDict(
         env_prefix=ENV_PREFIX, env_nested_delimiter="__", extra="forbid", frozen=True
@@ -153,8 +155,8 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = Field(default=8080, ge=0, le=65535)
     data_dir: Path = Field(default_factory=_default_data_dir)
-    database_url: str | None = None
-    """Always set after validation: unset means SQLite under `data_dir`."""
+    database_url: str = Field(default="", validate_default=True)
+    """SQLAlchemy async URL; empty means SQLite under `data_dir`."""
     events_url: str | None = None
     """Redis URL for the event log; None keeps events in-process."""
     admin_key: str | None = Field(default=None, repr=False)
@@ -166,10 +168,45 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(default=10 * 1024 * 1024, ge=1)
     cors_origins: list[str] = Field(default_factory=list)
 
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Arguments, then the sources `config.sources` describes, in its order."""
+        seen = _PROVENANCE.get() or Provenance()
+        return (
+            init_settings,
+            PrefixedEnv(settings_cls, seen),
+            PlainEnv(settings_cls, seen),
+            ConfigFile(settings_cls, _FILE.get(), seen),
+            Fallbacks(settings_cls, seen),
+        )
+
     @field_validator("data_dir")
     @classmethod
     def _expand_home(cls, value: Path) -> Path:
         return value.expanduser()
+
+    @field_validator("database_url", mode="before")
+    @classmethod
+    def _database_url(cls, value: str | None, info: ValidationInfo) -> str:
+        """Unset means SQLite under the data dir; PostgreSQL URLs get the asyncpg driver."""
+        if value:
+            return _async_db_url(str(value))
+        data_dir = info.data.get("data_dir", _default_data_dir())
+        return f"sqlite+aiosqlite:///{data_dir}/toolrelay.db"
+
+    @field_validator("events_url")
+    @classmethod
+    def _events_url(cls, value: str | None) -> str | None:
+        if value is None or value == "memory" or value.startswith(_REDIS_SCHEMES):
+            return value
+        raise ValueError(f"must be 'memory' or a redis:// URL (got {value.split(':')[0]!r}:…)")
 
     @field_validator("models")
     @classmethod
@@ -193,231 +230,58 @@ class Settings(BaseSettings):
             raise ValueError(f"unknown route {name!r} (routes: {listed})")
         return name
 
-    @model_validator(mode="after")
-    def _default_database(self) -> Settings:
-        url = self.database_url or f"sqlite+aiosqlite:///{self.data_dir}/toolrelay.db"
-        object.__setattr__(self, "database_url", _async_db_url(url))
-        return self
-
     @property
     def route_names(self) -> list[str]:
         return [route.name for route in self.models]
 
 
+_REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+_DB_SCHEMES = {
+    "postgresql://": "postgresql+asyncpg://",
+    "postgres://": "postgresql+asyncpg://",
+    "postgresql+asyncpg://": "postgresql+asyncpg://",
+    "sqlite://": "sqlite+aiosqlite://",
+    "sqlite+aiosqlite://": "sqlite+aiosqlite://",
+}
+
+
 def _async_db_url(url: str) -> str:
-    """SQLAlchemy's async engine needs the asyncpg driver named in the URL."""
-    for scheme in ("postgresql://", "postgres://"):
+    """SQLAlchemy's async engine needs the async driver named in the URL."""
+    for scheme, driver in _DB_SCHEMES.items():
         if url.startswith(scheme):
-            return "postgresql+asyncpg://" + url.removeprefix(scheme)
-    return url
+            return driver + url.removeprefix(scheme)
+    scheme = url.split(":")[0]
+    raise ValueError(f"must be a sqlite:// or postgresql:// URL (got {scheme!r}:…)")
 
 
-class _MappingEnvSource(EnvSettingsSource):
-    """pydantic-settings' env source over a given mapping instead of `os.environ`."""
-
-    def __init__(self, env: Mapping[str, str]) -> None:
-        self._env = env
-        super().__init__(Settings)
-
-    def _load_env_vars(self) -> Mapping[str, str | None]:
-        return {key.lower(): value for key, value in self._env.items()}
-
-
-def load_settings(config: Path | None = None, *, env: Mapping[str, str] | None = None) -> Settings:
+def load_settings(config: Path | None = None) -> Settings:
     """Read the config file and the environment into `Settings` (module doc).
 
     `config` is the `--config` flag; without it `TOOLRELAY_CONFIG`, then
     `./toolrelay.toml` when it exists. A named file that is missing is an error.
     """
-    environ: Mapping[str, str] = os.environ if env is None else env
-    path = config if config is not None else _config_from_env(environ)
-    data = _read_toml(path) if path is not None else {}
-    if path is not None:
-        _resolve_paths(data, path.resolve().parent)
-    overrides, origins = _env_values(environ)
-    merged = _deep_merge(data, overrides)
-    if not merged.get("models"):
-        merged["models"] = _convenience_routes(environ)
-    label = str(path) if path is not None else "settings"
+    path = config if config is not None else _config_from_env()
+    if path is not None and not path.is_file():
+        reason = "config file not found" if not path.exists() else "not a file"
+        raise ConfigError(f"{path}: {reason}")
+    provenance = Provenance()
+    file_token = _FILE.set(path)
+    seen_token = _PROVENANCE.set(provenance)
     try:
-        return Settings.model_validate(merged)
+        return Settings()
     except ValidationError as exc:
-        raise ConfigError(_describe(exc, label, origins)) from None
+        raise ConfigError(describe(exc, str(path or "settings"), provenance)) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read config file: {exc}") from None
+    finally:
+        _FILE.reset(file_token)
+        _PROVENANCE.reset(seen_token)
 
 
-def _config_from_env(environ: Mapping[str, str]) -> Path | None:
-    named = environ.get(CONFIG_ENV, "").strip()
+def _config_from_env() -> Path | None:
+    named = os.environ.get(CONFIG_ENV, "").strip()
     if named:
         return Path(named)
     return DEFAULT_CONFIG if DEFAULT_CONFIG.is_file() else None
-
-
-def _read_toml(path: Path) -> dict[str, Any]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: config file not found") from None
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read config file: {exc.strerror}") from None
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
-
-
-def _resolve_paths(data: dict[str, Any], base: Path) -> None:
-    """Tool files and `file.py:attr` filters in the file are relative to its directory."""
-    tools = data.get("tools")
-    if isinstance(tools, list):
-        data["tools"] = [_resolve_file(t, base) if isinstance(t, str) else t for t in tools]
-    filters = data.get("filters")
-    if isinstance(filters, list):
-        data["filters"] = [_resolve_filter(f, base) if isinstance(f, str) else f for f in filters]
-
-
-def is_file_ref(ref: str) -> bool:
-    """A tool or filter source that names a file rather than an importable module."""
-    return ref.endswith(".py") or "/" in ref or os.sep in ref
-
-
-def _resolve_file(ref: str, base: Path) -> str:
-    if not is_file_ref(ref):
-        return ref
-    return str(base / Path(ref).expanduser())
-
-
-def _resolve_filter(ref: str, base: Path) -> str:
-    if ref.startswith(("http://", "https://")):
-        return ref
-    target, sep, attr = ref.rpartition(":")
-    if not sep or not is_file_ref(target):
-        return ref
-    return f"{_resolve_file(target, base)}:{attr}"
-
-
-def _env_values(environ: Mapping[str, str]) -> tuple[dict[str, Any], dict[tuple[str, ...], str]]:
-    """`TOOLRELAY_*` values (nested) plus plain-env fallbacks, and which var set which key."""
-    try:
-        values = dict(_MappingEnvSource(environ)())
-    except SettingsError as exc:
-        match = re.search(r'field "(\w+)"', str(exc))
-        name = f"{ENV_PREFIX}{match.group(1).upper()}" if match else "environment"
-        raise ConfigError(f"{name}: not valid JSON") from None
-    origins = {
-        tuple(key[len(ENV_PREFIX) :].lower().split("__")): key
-        for key in environ
-        if key.upper().startswith(ENV_PREFIX) and key.upper() != CONFIG_ENV
-    }
-    for field, plain in (("database_url", "DATABASE_URL"), ("events_url", "REDIS_URL")):
-        if field not in values and environ.get(plain):
-            values[field] = environ[plain]
-            origins[(field,)] = plain
-    return values, origins
-
-
-def _deep_merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for key, value in over.items():
-        if isinstance(value, Mapping) and isinstance(out.get(key), dict):
-            out[key] = _deep_merge(out[key], value)
-        else:
-            out[key] = value
-    return out
-
-
-def _convenience_routes(environ: Mapping[str, str]) -> list[dict[str, Any]]:
-    """Routes from `OPENAI_*` / `OLLAMA_*` when neither file nor env configures any."""
-    routes: list[dict[str, Any]] = []
-    if environ.get("OPENAI_BASE_URL") or environ.get("OPENAI_API_KEY"):
-        model = environ.get("OPENAI_MODEL") or DEFAULT_OPENAI_MODEL
-        routes.append(
-            {
-                "name": model,
-                "kind": "openai-chat",
-                "base_url": environ.get("OPENAI_BASE_URL") or DEFAULT_OPENAI_BASE_URL,
-                "model": model,
-                "api_key_env": "OPENAI_API_KEY" if environ.get("OPENAI_API_KEY") else None,
-            }
-        )
-    if environ.get("OLLAMA_BASE_URL"):
-        model = environ.get("OLLAMA_MODEL") or DEFAULT_OLLAMA_MODEL
-        routes.append(
-            {
-                "name": model,
-                "kind": "ollama",
-                "base_url": environ["OLLAMA_BASE_URL"],
-                "model": model,
-            }
-        )
-    return routes
-
-
-def _describe(exc: ValidationError, label: str, origins: Mapping[tuple[str, ...], str]) -> str:
-    """One line per problem: `where: key: what`, the env var standing in for file+key."""
-    return "\n".join(_describe_one(err, label, origins) for err in exc.errors())
-
-
-def _describe_one(err: ErrorDetails, label: str, origins: Mapping[tuple[str, ...], str]) -> str:
-    loc = tuple(str(part) for part in err["loc"])
-    message = _message(err)
-    names = tuple(p for p in loc if not p.isdigit())
-    var = _origin(names, origins)
-    if var is not None:
-        var_key, var_name = var
-        if var_key == names:
-            return f"{var_name}: {message}"
-        return f"{var_name}: {_key_path(err['loc'])}: {message}"
-    if not loc:
-        return f"{label}: {message}"
-    return f"{label}: {_key_path(err['loc'])}: {message}"
-
-
-def _origin(
-    names: tuple[str, ...], origins: Mapping[tuple[str, ...], str]
-) -> tuple[tuple[str, ...], str] | None:
-    """The env var that set this key or a table above it (longest match)."""
-    best: tuple[tuple[str, ...], str] | None = None
-    for key, var in origins.items():
-        if names[: len(key)] == key and (best is None or len(key) > len(best[0])):
-            best = (key, var)
-    return best
-
-
-def _key_path(loc: tuple[int | str, ...]) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else part)
-    return out
-
-
-_PLAIN = {
-    "int_parsing": "not a valid integer",
-    "int_type": "not a valid integer",
-    "int_from_float": "not a valid integer",
-    "float_parsing": "not a valid number",
-    "float_type": "not a valid number",
-    "bool_parsing": "not a valid boolean",
-    "bool_type": "not a valid boolean",
-    "string_type": "must be a string",
-    "list_type": "must be a list",
-    "dict_type": "must be a table",
-    "model_type": "must be a table",
-    "missing": "required",
-    "extra_forbidden": "unknown key",
-}
-
-
-def _message(err: ErrorDetails) -> str:
-    kind = err["type"]
-    ctx = err.get("ctx") or {}
-    if kind == "literal_error":
-        expected = str(ctx.get("expected", ""))
-        head, sep, last = expected.rpartition(" or ")
-        choices = f"{head}, {last}" if sep else expected
-        return f"must be one of {choices} (got {err['input']!r})"
-    if kind == "value_error":
-        return str(ctx.get("error", err["msg"]))
-    if kind in _PLAIN:
-        return _PLAIN[kind]
-    msg = err["msg"]
-    return msg[:1].lower() + msg[1:]

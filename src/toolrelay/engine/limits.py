@@ -1,36 +1,25 @@
-"""RunLimits: every bound the loop obeys, with sane defaults and env overrides."""
+"""RunLimits: every bound the loop obeys, with sane defaults.
+
+Reads no environment: the settings (`toolrelay.config`) read
+`CHAT_RESPONSE_MAX_TOOL_CALL_ITERATIONS` once, where they are built.
+"""
 
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 from toolrelay.errors import ConfigError
 
-ENV_MAX_ITERATIONS = "CHAT_RESPONSE_MAX_TOOL_CALL_ITERATIONS"
 DEFAULT_MAX_ITERATIONS = 256
-
-
-def _env_max_iterations() -> int:
-    raw = os.environ.get(ENV_MAX_ITERATIONS, "").strip()
-    if not raw:
-        return DEFAULT_MAX_ITERATIONS
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ConfigError(f"{ENV_MAX_ITERATIONS} must be an integer, got {raw!r}") from None
-    if value < -1 or value == 0:
-        raise ConfigError(f"{ENV_MAX_ITERATIONS} must be a positive integer or -1, got {value}")
-    return value
 
 
 @dataclass(frozen=True, slots=True)
 class RunLimits:
     """Bounds of one turn. `max_iterations=-1` means no cap (SPEC R7)."""
 
-    max_iterations: int = field(default_factory=_env_max_iterations)
-    """Tool-call rounds per turn; the env var sets the default."""
+    max_iterations: int = DEFAULT_MAX_ITERATIONS
+    """Tool-call rounds per turn."""
     on_cap: Literal["error", "final_answer"] = "error"
     """At the cap: write an error (SPEC R7), or make one last call without tools."""
     repeat_warn: int = 3

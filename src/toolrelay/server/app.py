@@ -15,15 +15,16 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
+from toolrelay import __version__
 from toolrelay.adapters.events import make_bus
 from toolrelay.adapters.stores import Store
 from toolrelay.adapters.stores.sql import SQLStore
+from toolrelay.config.registry import Registry, build_registry, setup_hint
+from toolrelay.config.settings import Settings
 from toolrelay.server.auth import KeyCache
 from toolrelay.server.errors import BodyLimit, JSONBody, install_error_handlers
-from toolrelay.server.registry import build_registry, setup_hint
 from toolrelay.server.routes import admin, chats, openai, responses
 from toolrelay.server.services import Services
-from toolrelay.server.settings import Settings
 from toolrelay.server.turns import TurnManager
 
 log = logging.getLogger("toolrelay.server")
@@ -43,32 +44,34 @@ async def ensure_admin_key(store: Store, admin_key: str | None) -> str | None:
     return key
 
 
-def create_app(settings: Settings) -> FastAPI:
+def create_app(settings: Settings, *, registry: Registry | None = None) -> FastAPI:
+    """The app; `registry` is built at start-up unless given (`toolrelay serve` builds it
+    first, so a configuration problem is one line before anything listens)."""
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        assert settings.database_url is not None
         settings.data_dir.mkdir(parents=True, exist_ok=True)
-        registry = build_registry(settings)
+        live = registry if registry is not None else build_registry(settings)
         store = await SQLStore.open(settings.database_url)
         bus = make_bus(settings.events_url)
         minted = await ensure_admin_key(store, settings.admin_key)
         if minted:
             sys.stderr.write(f"\ntoolrelay: admin API key (shown once, keep it): {minted}\n\n")
-        if not registry.routes:
+        if not live.routes:
             log.warning("no model configured.\n%s", setup_hint())
-        turns = TurnManager(store, bus, registry)
-        app.state.services = Services(settings, store, bus, registry, turns, KeyCache(store))
+        turns = TurnManager(store, bus, live)
+        app.state.services = Services(settings, store, bus, live, turns, KeyCache(store))
         try:
             yield
         finally:
             await turns.aclose()
             await bus.aclose()
-            await registry.aclose()
+            await live.aclose()
             await store.close()
 
     app = FastAPI(
         title="toolrelay",
-        version="0.1.0",
+        version=__version__,
         lifespan=lifespan,
         default_response_class=JSONBody,
     )

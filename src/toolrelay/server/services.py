@@ -9,10 +9,10 @@ from fastapi import Depends, Request
 
 from toolrelay.adapters.events import EventBus
 from toolrelay.adapters.stores import Store, User
+from toolrelay.config.registry import Registry
+from toolrelay.config.settings import Settings
 from toolrelay.server.auth import KeyCache, authenticate
 from toolrelay.server.errors import APIError
-from toolrelay.server.registry import Registry
-from toolrelay.server.settings import Settings
 from toolrelay.server.turns import TurnManager
 
 

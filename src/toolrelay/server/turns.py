@@ -18,10 +18,10 @@ from typing import Any
 
 from toolrelay.adapters.events import EventBus
 from toolrelay.adapters.stores import Store
+from toolrelay.config.registry import Registry
 from toolrelay.core.events import Event
 from toolrelay.engine.interfaces import Message, Tool
 from toolrelay.engine.relay import Relay
-from toolrelay.server.registry import Registry
 
 log = logging.getLogger(__name__)
 

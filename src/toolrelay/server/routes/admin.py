@@ -8,8 +8,8 @@ from fastapi import APIRouter
 from fastapi.responses import HTMLResponse
 
 from toolrelay.adapters.stores import ApiKey
+from toolrelay.config.registry import setup_hint
 from toolrelay.server.errors import APIError
-from toolrelay.server.registry import setup_hint
 from toolrelay.server.schemas import KeyCreate
 from toolrelay.server.services import AdminDep, ServicesDep
 
