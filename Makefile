@@ -4,13 +4,14 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench setup services node
+.PHONY: run test lint bench setup services node wheel
 NODE_STAMP := tests/node/node_modules/.installed
 
+# pip >= 25.1 reads PEP 735 dependency groups (`--group dev`), hence the upgrade first.
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[all,dev]'
+	$(BIN)/pip install -q --upgrade 'pip>=25.1'
+	$(BIN)/pip install -q -e '.[all]' --group dev
 	touch $(STAMP)
 
 setup: $(STAMP)
@@ -34,7 +35,11 @@ $(NODE_STAMP): tests/node/package.json tests/node/package-lock.json
 
 node: $(NODE_STAMP)
 
-test: $(STAMP) lint services node
+# The wheel, installed alone into a fresh venv: `import toolrelay`, `toolrelay --version`.
+wheel: $(STAMP)
+	bash scripts/check_wheel.sh $(BIN)
+
+test: $(STAMP) lint services node wheel
 	$(BIN)/pytest -q -n 2 -p no:cacheprovider
 
 bench: $(STAMP) node

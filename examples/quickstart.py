@@ -33,21 +33,26 @@ def model() -> OpenAIChat | ScriptedModel:
     return ScriptedModel(
         reply(calls=[("get_weather", {"city": "Paris"})]),
         reply("It is 14 °C with light rain in Paris."),
+        reply(calls=[("get_weather", {"city": "Lyon"})]),
+        reply("Lyon is drier: 22 °C and sunny."),
     )
 
 
 async def main() -> None:
     async with Relay(model(), [get_weather], limits=RunLimits(max_iterations=8)) as relay:
-        async for event in relay.stream("What's the weather in Paris?"):
-            if event.type == "response.output_item.done":
-                item = event.data["item"]
-                if item["type"] == "function_call":
-                    print(f"→ {item['name']}({item['arguments']})")
-                elif item["type"] == "function_call_output":
-                    print(f"← {item['output']}")
-            elif event.type == "chat:completion" and event.data.get("done"):
-                print(event.data["content"])
-                print(f"[{event.data['status']}, usage {event.data['usage']}]")
+        chat = relay.chat()  # a conversation: each turn sees the ones before
+        for question in ("What's the weather in Paris?", "And in Lyon?"):
+            async for event in chat.stream(question):
+                if event.type == "response.output_item.done":
+                    item = event.data["item"]
+                    if item["type"] == "function_call":
+                        print(f"→ {item['name']}({item['arguments']})")
+                    elif item["type"] == "function_call_output":
+                        print(f"← {item['output']}")
+                elif event.type == "chat:completion" and event.data.get("done"):
+                    print(event.data["content"])
+                    print(f"[{event.data['status']}, usage {event.data['usage']}]")
+        print(f"history: {len(chat.messages)} messages")
 
 
 if __name__ == "__main__":

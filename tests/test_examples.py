@@ -25,6 +25,11 @@ def test_quickstart_runs_offline() -> None:
         "← 14 °C, light rain",
         "It is 14 °C with light rain in Paris.",
         "[completed, usage {}]",
+        '→ get_weather({"city":"Lyon"})',
+        "← 22 °C, sunny",
+        "Lyon is drier: 22 °C and sunny.",
+        "[completed, usage {}]",
+        "history: 8 messages",
     ]
 
 

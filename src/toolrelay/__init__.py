@@ -17,48 +17,53 @@ if TYPE_CHECKING:
     from toolrelay.adapters.models import Ollama, OpenAIChat, OpenAIResponses
     from toolrelay.adapters.tools import PythonTool, tool
     from toolrelay.core.events import Event
-    from toolrelay.engine.finish import TurnResult
-    from toolrelay.engine.interfaces import ModelClient, Tool, ToolContext, ToolSpec
-    from toolrelay.engine.limits import RunLimits
-    from toolrelay.engine.relay import Relay, RunResult
-    from toolrelay.errors import (
-        ConfigError,
-        ProtocolError,
-        ProviderError,
-        ToolError,
-        ToolrelayError,
+    from toolrelay.engine.conversation import Conversation
+    from toolrelay.engine.finish import RunResult
+    from toolrelay.engine.interfaces import (
+        ModelClient,
+        ModelRequest,
+        ModelStream,
+        Tool,
+        ToolContext,
+        ToolSpec,
     )
+    from toolrelay.engine.limits import RunLimits
+    from toolrelay.engine.relay import Relay
+    from toolrelay.errors import ConfigError, ProviderError, ToolError, ToolrelayError
 
 _WHERE = {
     "ConfigError": "toolrelay.errors",
+    "Conversation": "toolrelay.engine.conversation",
     "Event": "toolrelay.core.events",
     "ModelClient": "toolrelay.engine.interfaces",
+    "ModelRequest": "toolrelay.engine.interfaces",
+    "ModelStream": "toolrelay.engine.interfaces",
     "Ollama": "toolrelay.adapters.models",
     "OpenAIChat": "toolrelay.adapters.models",
     "OpenAIResponses": "toolrelay.adapters.models",
-    "ProtocolError": "toolrelay.errors",
     "ProviderError": "toolrelay.errors",
     "PythonTool": "toolrelay.adapters.tools",
     "Relay": "toolrelay.engine.relay",
     "RunLimits": "toolrelay.engine.limits",
-    "RunResult": "toolrelay.engine.relay",
+    "RunResult": "toolrelay.engine.finish",
     "Tool": "toolrelay.engine.interfaces",
     "ToolContext": "toolrelay.engine.interfaces",
     "ToolError": "toolrelay.errors",
     "ToolSpec": "toolrelay.engine.interfaces",
     "ToolrelayError": "toolrelay.errors",
-    "TurnResult": "toolrelay.engine.finish",
     "tool": "toolrelay.adapters.tools",
 }
 
 __all__ = [
     "ConfigError",
+    "Conversation",
     "Event",
     "ModelClient",
+    "ModelRequest",
+    "ModelStream",
     "Ollama",
     "OpenAIChat",
     "OpenAIResponses",
-    "ProtocolError",
     "ProviderError",
     "PythonTool",
     "Relay",
@@ -69,10 +74,10 @@ __all__ = [
     "ToolError",
     "ToolSpec",
     "ToolrelayError",
-    "TurnResult",
     "tool",
 ]
 __version__ = "0.1.0"
+"""The one place the version is written (pyproject reads it: `[tool.hatch.version]`)."""
 
 
 def __getattr__(name: str) -> Any:

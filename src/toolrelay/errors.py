@@ -7,10 +7,6 @@ class ToolrelayError(Exception):
     """Base of every error toolrelay raises deliberately."""
 
 
-class ProtocolError(ToolrelayError):
-    """An upstream body that cannot be read as the wire format it claims to be."""
-
-
 class ProviderError(ToolrelayError):
     """The model server answered with an error (HTTP status or an error inside the stream)."""
 

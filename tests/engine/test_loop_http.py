@@ -27,7 +27,7 @@ from toolrelay.adapters.models import (
 )
 from toolrelay.adapters.stores.memory import MemoryStore
 from toolrelay.core import events as ev
-from toolrelay.engine.finish import TurnResult
+from toolrelay.engine.finish import RunResult
 from toolrelay.testing import (
     FakeModelServer,
     JSONReply,
@@ -90,7 +90,7 @@ async def all_closed(server: FakeModelServer) -> bool:
     return await asyncio.to_thread(server.wait_for_connections, 0)
 
 
-def calls_and_outputs(result: TurnResult) -> list[tuple[str, str, Any]]:
+def calls_and_outputs(result: RunResult) -> list[tuple[str, str, Any]]:
     """(type, call id, name or output) per tool item, in output order."""
     out: list[tuple[str, str, Any]] = []
     for item in result.output:
@@ -400,7 +400,7 @@ async def test_parallel_calls_keep_call_order_over_the_wire(server: FakeModelSer
 
 async def run_failing(
     relay: Relay, server: FakeModelServer, tracker: TrackingTransport
-) -> TurnResult:
+) -> RunResult:
     """Run a turn that must fail and check what every failed turn must do."""
     sink = ListSink()
     result = await relay.run("go", sink=sink)

@@ -9,12 +9,12 @@ from typing import Any
 import httpx
 import orjson
 import pytest
+from toolrelay.server.settings import ModelRoute
 
 from tests.server.conftest import Running, ServerThread, make_settings
 from tests.server.test_chats_api import LOCATION_TOOL, new_chat, wait_saved
 from toolrelay.core.framing import SSEDecoder
 from toolrelay.core.tool_results import UI_SHOWN_TEXT
-from toolrelay.server.settings import ModelRoute
 from toolrelay.testing.fake_server import FakeModelServer, SSEReply
 from toolrelay.testing.wire import (
     ToolCallSpec,

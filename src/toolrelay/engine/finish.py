@@ -34,7 +34,7 @@ Emit = Callable[[Event], Awaitable[None]]
 
 
 @dataclass(frozen=True, slots=True)
-class TurnResult:
+class RunResult:
     """The outcome of one turn, as `Relay.run` returns it."""
 
     output: list[Item]
@@ -47,6 +47,10 @@ class TurnResult:
     title: str | None = None
     tags: tuple[str, ...] = ()
     follow_ups: tuple[str, ...] = ()
+
+
+TurnResult = RunResult
+"""The former name, kept while other branches move to `RunResult`; not exported."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +82,7 @@ class Finisher:
     user: Mapping[str, Any] | None = None
     model_name: str | None = None
 
-    async def finish(self, end: TurnEnd, emit: Emit) -> TurnResult:
+    async def finish(self, end: TurnEnd, emit: Emit) -> RunResult:
         """Run the end-of-turn steps; the caller flushes `emit`'s events afterwards."""
         status = end.status
         ended_well = status in (TurnStatus.COMPLETED, TurnStatus.CAPPED)
@@ -86,7 +90,7 @@ class Finisher:
         output = [_closed(i, closing) for i in end.output]
         if status != TurnStatus.CANCELLED:
             output = await self._outlets(end.messages, output, emit)
-        result = TurnResult(
+        result = RunResult(
             output=output,
             text=output_text(output),
             usage=dict(end.usage),
@@ -136,9 +140,7 @@ class Finisher:
         )
         return new_output
 
-    async def _tasks(
-        self, history: Sequence[Message], result: TurnResult, emit: Emit
-    ) -> TurnResult:
+    async def _tasks(self, history: Sequence[Message], result: RunResult, emit: Emit) -> RunResult:
         assert self.task_model is not None
         found = await run_tasks(self.task_model, history, result.output, wanted=self.tasks)
         if found.title:
@@ -150,7 +152,7 @@ class Finisher:
         update = getattr(self.store, "update_chat", None)
         if self.chat_id and update is not None and (found.title or found.tags):
             await update(self.chat_id, title=found.title, tags=list(found.tags) or None)
-        return TurnResult(
+        return RunResult(
             **{
                 **_fields(result),
                 "title": found.title,
@@ -159,7 +161,7 @@ class Finisher:
             }
         )
 
-    async def _save(self, result: TurnResult) -> None:
+    async def _save(self, result: RunResult) -> None:
         if self.store is None or self.chat_id is None or self.message_id is None:
             return
         turn = {
@@ -175,15 +177,15 @@ class Finisher:
         await self.store.save_turn(self.chat_id, self.message_id, turn)
 
 
-def _fields(result: TurnResult) -> dict[str, Any]:
-    return {name: getattr(result, name) for name in TurnResult.__dataclass_fields__}
+def _fields(result: RunResult) -> dict[str, Any]:
+    return {name: getattr(result, name) for name in RunResult.__dataclass_fields__}
 
 
 def _closed(item: Item, status: str) -> Item:
     return {**item, "status": status} if item.get("status") == "in_progress" else item
 
 
-def _final_data(result: TurnResult) -> dict[str, Any]:
+def _final_data(result: RunResult) -> dict[str, Any]:
     data: dict[str, Any] = {
         "done": True,
         "output": strip_base64(result.output),

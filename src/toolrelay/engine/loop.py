@@ -40,7 +40,7 @@ from toolrelay.core.status import TurnStatus
 from toolrelay.core.think_tags import TagConfig
 from toolrelay.core.usage import merge_usage
 from toolrelay.engine.coalesce import Coalescer
-from toolrelay.engine.finish import Finisher, TurnEnd, TurnResult
+from toolrelay.engine.finish import Finisher, RunResult, TurnEnd
 from toolrelay.engine.interfaces import (
     EventSink,
     Message,
@@ -107,14 +107,14 @@ class Turn:
         )
         self._tool_specs = [t.spec.openai_spec() for t in setup.tools.values()]
 
-    async def run(self) -> TurnResult:
+    async def run(self) -> RunResult:
         try:
             return await self._loop()
         except asyncio.CancelledError:
             await asyncio.shield(self._cancelled())
             raise
 
-    async def _loop(self) -> TurnResult:
+    async def _loop(self) -> RunResult:
         new_from = 0
         while True:
             read = await self._read(self._request(new_from))
@@ -262,7 +262,7 @@ class Turn:
         self.output[index] = done
         await self.emitter.emit(Event(ev.OUTPUT_ITEM_DONE, {"output_index": index, "item": done}))
 
-    async def _capped(self, calls: Sequence[Item]) -> TurnResult:
+    async def _capped(self, calls: Sequence[Item]) -> RunResult:
         ids = {c.get("id") for c in calls}
         self.output = [
             {**i, "status": "incomplete"} if i.get("id") in ids else i for i in self.output
@@ -284,7 +284,7 @@ class Turn:
         *,
         finish_reason: str | None = None,
         note: str | None = None,
-    ) -> TurnResult:
+    ) -> RunResult:
         await self.emitter.flush()
         timings: dict[str, Any] = {
             "total_s": round(self.setup.clock() - self._started, 4),

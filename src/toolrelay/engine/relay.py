@@ -1,20 +1,19 @@
-"""`Relay`: the Python front door — `await relay.run(messages)`, `relay.stream(messages)`."""
+"""`Relay`: the Python front door — `await relay.run(messages)`, `relay.stream(messages)`,
+and `relay.chat()` for a conversation that remembers its turns."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import Any
 
-from toolrelay.core import events as ev
 from toolrelay.core.events import Event
 from toolrelay.core.ids import new_id
 from toolrelay.core.rag import take_snapshot
 from toolrelay.core.think_tags import TagConfig
 from toolrelay.core.transcript import repair_history
+from toolrelay.engine.conversation import Conversation
 from toolrelay.engine.filters import run_inlets
-from toolrelay.engine.finish import Finisher, TurnResult
+from toolrelay.engine.finish import Finisher, RunResult
 from toolrelay.engine.interfaces import (
     ChatStore,
     EventSink,
@@ -29,10 +28,8 @@ from toolrelay.engine.interpreter import CodeRunner
 from toolrelay.engine.limits import RunLimits
 from toolrelay.engine.loop import Turn, TurnSetup
 from toolrelay.engine.pending import PendingCalls
-from toolrelay.engine.sinks import NullSink, QueueSink
+from toolrelay.engine.sinks import NullSink, stream_events
 from toolrelay.engine.toolbox import Toolbox
-
-RunResult = TurnResult
 
 
 class Relay:
@@ -94,7 +91,7 @@ class Relay:
         extra_tools: Iterable[Tool] = (),
         deferred: Iterable[str] = (),
         params: Mapping[str, Any] | None = None,
-    ) -> TurnResult:
+    ) -> RunResult:
         """Run one turn to its end. Cancelling the task saves the partial turn, then re-raises."""
         history = _as_messages(messages)
         if self.filters:
@@ -140,28 +137,16 @@ class Relay:
         )
         return await Turn(setup).run()
 
-    async def stream(
-        self, messages: Sequence[Message] | str, **kwargs: Any
-    ) -> AsyncIterator[Event]:
+    def stream(self, messages: Sequence[Message] | str, **kwargs: Any) -> AsyncIterator[Event]:
         """Events of one turn as they happen; the last is `chat:completion` with `done: true`.
 
         Leaving the loop early cancels the turn (its partial output is still saved).
         """
-        sink = QueueSink()
-        task = asyncio.get_running_loop().create_task(self.run(messages, sink=sink, **kwargs))
-        task.add_done_callback(lambda _: sink.queue.put_nowait(None))  # wakes the reader at the end
-        try:
-            while (event := await sink.queue.get()) is not None:
-                yield event
-                if event.type == ev.CHAT_COMPLETION and event.data.get("done"):
-                    break
-            else:
-                task.result()  # the turn ended without its final event: re-raise its crash
-        finally:
-            if not task.done():
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+        return stream_events(lambda sink: self.run(messages, sink=sink, **kwargs))
+
+    def chat(self, *, system: str | None = None, history: Sequence[Message] = ()) -> Conversation:
+        """A conversation that remembers: each turn's messages and output feed the next."""
+        return Conversation(self, system=system, history=history)
 
     def submit_tool_result(
         self, call_id: str, result: Any, *, headers: Mapping[str, str] | None = None

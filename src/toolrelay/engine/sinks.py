@@ -1,10 +1,24 @@
-"""Event sinks the engine itself uses: a queue for `Relay.stream`, and one that drops all."""
+"""Event sinks the engine itself uses, and `stream_events`: a run as an event stream.
+
+`stream_events` is how `Relay.stream` and `Conversation.stream` turn a run
+into an async iterator: the run goes into a task writing to a queue, the
+iterator ends after the final `chat:completion` (`done: true`), by which time
+the run has returned (nothing after the final event waits). Leaving the
+iterator early cancels the run; its partial output is still saved.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable, Coroutine
+from typing import Any
 
+from toolrelay.core import events as ev
 from toolrelay.core.events import Event
+from toolrelay.engine.interfaces import EventSink
+
+__all__ = ["NullSink", "QueueSink", "stream_events"]
 
 
 class QueueSink:
@@ -20,3 +34,24 @@ class QueueSink:
 class NullSink:
     async def emit(self, event: Event) -> None:
         return None
+
+
+async def stream_events(
+    run: Callable[[EventSink], Coroutine[Any, Any, object]],
+) -> AsyncIterator[Event]:
+    """The events `run(sink)` emits, as they happen (module doc)."""
+    sink = QueueSink()
+    task = asyncio.get_running_loop().create_task(run(sink))
+    task.add_done_callback(lambda _: sink.queue.put_nowait(None))  # wakes the reader at the end
+    try:
+        while (event := await sink.queue.get()) is not None:
+            yield event
+            if event.type == ev.CHAT_COMPLETION and event.data.get("done"):
+                break
+        else:
+            task.result()  # the run ended without its final event: re-raise its crash
+    finally:
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task

@@ -1,0 +1,72 @@
+"""What `import toolrelay` offers: enough to write a ModelClient, one result name, nothing dead."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+import toolrelay
+from toolrelay import ModelRequest, ModelStream, Relay, RunResult
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def test_every_exported_name_resolves() -> None:
+    for name in toolrelay.__all__:
+        assert getattr(toolrelay, name) is not None, name
+
+
+def test_one_name_for_the_run_result_and_no_dead_errors() -> None:
+    assert "RunResult" in toolrelay.__all__
+    assert "TurnResult" not in toolrelay.__all__
+    assert "ProtocolError" not in toolrelay.__all__
+    with pytest.raises(AttributeError):
+        _ = toolrelay.ProtocolError
+
+
+class OneChunk:
+    """A `ModelStream`: one Chat Completions SSE body."""
+
+    format = "sse"
+
+    def __init__(self, text: str) -> None:
+        self.body = (
+            b'data: {"choices":[{"index":0,"delta":{"content":"' + text.encode() + b'"}}]}\n\n'
+            b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n'
+            b"data: [DONE]\n\n"
+        )
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        yield self.body
+
+    async def aclose(self) -> None:
+        return None
+
+
+class EchoClient:
+    """A `ModelClient` written from the public names only: echoes the last user message."""
+
+    def __init__(self) -> None:
+        self.requests: list[ModelRequest] = []
+
+    async def open(self, request: ModelRequest) -> ModelStream:
+        self.requests.append(request)
+        return OneChunk(f"echo: {request.messages[-1]['content']}")
+
+    async def aclose(self) -> None:
+        return None
+
+
+async def test_a_model_client_from_the_public_names_runs_a_turn() -> None:
+    client = EchoClient()
+    async with Relay(client) as relay:
+        result = await relay.run("hello")
+    assert isinstance(result, RunResult)
+    assert (result.status, result.text) == ("completed", "echo: hello")
+    assert isinstance(client.requests[0], ModelRequest)
