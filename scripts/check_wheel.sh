@@ -4,15 +4,16 @@
 # needing the server extra says which extra to install instead of a traceback.
 set -euo pipefail
 
-BIN=${1:-.venv/bin}
+BIN=$(cd "${1:-.venv/bin}" && pwd)
 ROOT=$(pwd)
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
+quiet() { "$@" >"$WORK/log" 2>&1 || { cat "$WORK/log" >&2; exit 1; }; }  # pip's output only on failure
 
-"$BIN/pip" wheel -q --no-deps -w "$WORK/dist" . >/dev/null
+quiet "$BIN/pip" wheel -q --no-deps -w "$WORK/dist" .
 wheel=$(ls "$WORK"/dist/toolrelay-*.whl)
-"$BIN/python" -m venv "$WORK/venv"
-"$WORK/venv/bin/pip" install -q "$wheel"
+quiet "$BIN/python" -m venv "$WORK/venv"
+quiet "$WORK/venv/bin/pip" install -q "$wheel"
 
 cd "$WORK"  # away from ./src, so only the installed wheel can be imported
 want=$("$BIN/python" -c "import toolrelay; print(toolrelay.__version__)")
