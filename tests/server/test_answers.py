@@ -8,10 +8,10 @@ from typing import Any
 
 import orjson
 import pytest
-from toolrelay.server.settings import LimitsConfig
 
 from tests.sdk_clients import openai_client
 from tests.server.conftest import ADMIN_KEY, Running, ServerThread, make_settings
+from toolrelay.config.settings import LimitsConfig
 from toolrelay.testing.fake_server import FakeModelServer, SSEReply
 from toolrelay.testing.wire import ToolCallSpec, chat_chunks
 

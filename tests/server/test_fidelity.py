@@ -9,10 +9,10 @@ from typing import Any
 import httpx
 import orjson
 import pytest
-from toolrelay.server.settings import ModelRoute
 
 from tests.server.conftest import Running, ServerThread, make_settings
 from tests.server.test_chats_api import LOCATION_TOOL, new_chat, wait_saved
+from toolrelay.config.settings import ModelRoute
 from toolrelay.core.framing import SSEDecoder
 from toolrelay.core.tool_results import UI_SHOWN_TEXT
 from toolrelay.testing.fake_server import FakeModelServer, SSEReply
