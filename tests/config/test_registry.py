@@ -281,7 +281,7 @@ async def test_api_key_in_the_config_is_used_with_a_warning(
     with caplog.at_level(logging.WARNING, logger="toolrelay.config"):
         registry = build_registry(Settings(models=[route]), env={})
     try:
-        assert registry.client_for("m").http.headers == {"authorization": "Bearer sk-dev"}  # type: ignore[attr-defined]
+        assert registry.client_for("m").upstream.headers == {"authorization": "Bearer sk-dev"}  # type: ignore[attr-defined]
         assert "api_key is set in the config" in caplog.text
         assert "sk-dev" not in caplog.text
     finally:
