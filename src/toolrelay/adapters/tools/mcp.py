@@ -30,32 +30,17 @@ from mcp import StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
 
 from toolrelay.adapters.tools.mcp_session import Backoff, McpConnection, Transport, describe
+from toolrelay.adapters.tools.source import SourceTool
 from toolrelay.core import events as ev
 from toolrelay.engine.interfaces import Tool, ToolContext, ToolSpec
 from toolrelay.errors import ConfigError, ToolError
 
-__all__ = ["MCPServer", "SourceTool"]
+__all__ = ["MCPServer"]
 
 _BAD_NAME_CHARS = re.compile(r"[^A-Za-z0-9_-]")
 _CONNECTION_CLOSED = -32000
 _LIST_PAGE_CAP = 100
 _LOST_SESSION_TEXTS = ("session terminated", "session not found", "session expired")
-
-
-class SourceTool:
-    """A tool of a source: its spec, and calls that go back to the source."""
-
-    __slots__ = ("source", "spec")
-
-    def __init__(self, spec: ToolSpec, source: Any) -> None:
-        self.spec = spec
-        self.source = source
-
-    def __repr__(self) -> str:
-        return f"<SourceTool {self.spec.name} of {self.source.name}>"
-
-    async def call(self, arguments: dict[str, Any], context: ToolContext) -> Any:
-        return await self.source.call(self.spec.name, arguments, context)
 
 
 class MCPServer:
