@@ -37,6 +37,19 @@ def load_tools_from_file(path: str | Path) -> list[PythonTool]:
     Raises `ConfigError` naming the path when the file is missing, fails to
     import, or defines two tools with the same name.
     """
+    module = import_tool_file(path)
+    try:
+        return _unique(_collect(module), str(path))
+    except ConfigError:
+        raise
+    except (Exception, SystemExit) as exc:
+        raise ConfigError(
+            f"tool file {str(path)!r} failed to load: {type(exc).__name__}: {exc}"
+        ) from exc
+
+
+def import_tool_file(path: str | Path) -> ModuleType:
+    """Import a `.py` file under a module name of its own; `ConfigError` naming it on failure."""
     file = Path(path)
     if not file.is_file():
         raise ConfigError(f"tool file {str(file)!r}: no such file")
@@ -49,14 +62,12 @@ def load_tools_from_file(path: str | Path) -> list[PythonTool]:
     sys.modules[name] = module  # pydantic and dataclasses look their module up here
     try:
         spec.loader.exec_module(module)
-        return _unique(_collect(module), str(file))
     except (Exception, SystemExit) as exc:
         sys.modules.pop(name, None)
-        if isinstance(exc, ConfigError):
-            raise
         raise ConfigError(
             f"tool file {str(file)!r} failed to load: {type(exc).__name__}: {exc}"
         ) from exc
+    return module
 
 
 class ToolFile:

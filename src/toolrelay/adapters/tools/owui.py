@@ -1,0 +1,268 @@
+"""Open WebUI tool and filter files, loaded as they are.
+
+Owns what such a file expects from its host: the front-matter docstring
+(`title`, `author`, `version`, `requirements` …), `Valves` (values from our
+config per file) and `UserValves` (per user, set through the API), the
+reserved parameters (`__user__` with its `valves`, `__event_emitter__`,
+`__event_call__`, `__metadata__`, `__files__`, `__messages__`, `__model__`,
+`__request__`, `__oauth_token__` (None: no OAuth here), `__id__`), events
+mapped to ours (`citation` → `source`; `status`, `message`, `notification`
+keep their names), `self.citation` (True: each result becomes a source).
+Filters: `inlet`, `stream`, `outlet`, ordered by `valves.priority`, and a
+`toggle` filter runs only when the request names it in `filter_ids`.
+
+It does not install a file's `requirements`: they must already be importable.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from toolrelay.adapters.tools.loader import import_tool_file
+from toolrelay.adapters.tools.python import PythonTool
+from toolrelay.core import events as ev
+from toolrelay.core.tool_results import normalise_result
+from toolrelay.engine.interfaces import Tool, ToolContext
+from toolrelay.errors import ConfigError, ToolError
+
+__all__ = ["OpenWebUIFilter", "OpenWebUITools", "front_matter", "load_filters"]
+
+_FIELD = re.compile(r"^\s*([A-Za-z_][\w ]*?)\s*:\s*(.*?)\s*$")
+_EVENT_NAMES = {"citation": ev.SOURCE, "source": ev.SOURCE}
+
+
+def front_matter(doc: str | None) -> dict[str, str]:
+    """`key: value` lines of a module docstring (Open WebUI's plugin metadata)."""
+    out: dict[str, str] = {}
+    for line in (doc or "").splitlines():
+        match = _FIELD.match(line)
+        if match:
+            out[match.group(1).strip().lower()] = match.group(2)
+    return out
+
+
+def _valves(owner: Any, cls_name: str, values: Mapping[str, Any] | None, where: str) -> Any:
+    cls = getattr(type(owner), cls_name, None)
+    if cls is None:
+        return None
+    try:
+        return cls(**dict(values or {}))
+    except Exception as exc:
+        raise ConfigError(f"{where}: invalid {cls_name}: {exc}") from exc
+
+
+class _Host:
+    """What a tool or filter instance gets from us: valves, user valves, reserved params."""
+
+    def __init__(self, path: str | Path, kind: str, valves: Mapping[str, Any] | None) -> None:
+        self.path = str(path)
+        module = import_tool_file(path)
+        cls = getattr(module, kind, None)
+        if not isinstance(cls, type):
+            raise ConfigError(f"{self.path!r} has no `class {kind}`")
+        self.id = Path(path).stem
+        self.meta = front_matter(module.__doc__)
+        try:
+            self.instance = cls()
+        except Exception as exc:
+            raise ConfigError(f"{self.path!r}: {kind}() failed: {exc}") from exc
+        configured = _valves(self.instance, "Valves", valves, self.path)
+        if configured is not None:
+            self.instance.valves = configured
+        self.user_valves: dict[str, dict[str, Any]] = {}
+
+    def set_user_valves(self, user_id: str, values: Mapping[str, Any]) -> None:
+        """A user's own valve values (checked now, so a bad value fails here, not mid-turn)."""
+        _valves(self.instance, "UserValves", values, self.path)
+        self.user_valves[user_id] = dict(values)
+
+    def user(self, user: Mapping[str, Any] | None) -> dict[str, Any] | None:
+        """`__user__` as Open WebUI passes it: the user plus a `valves` model."""
+        if user is None:
+            return None
+        values = self.user_valves.get(str(user.get("id")), {})
+        found = _valves(self.instance, "UserValves", values, self.path)
+        return {**user, "valves": found} if found is not None else dict(user)
+
+    def extras(self, context: ToolContext, emitter: Any) -> dict[str, Any]:
+        """Every reserved parameter by name; a method gets the ones it declares."""
+        metadata = dict(context.metadata)
+        return {
+            "__user__": self.user(context.user),
+            "__event_emitter__": emitter,
+            "__event_call__": context.event_call,
+            "__metadata__": metadata,
+            "__files__": list(context.files),
+            "__messages__": list(context.messages),
+            "__model__": metadata.get("model"),
+            "__request__": None,
+            "__oauth_token__": None,
+            "__id__": self.id,
+            "__chat_id__": context.chat_id,
+            "__message_id__": context.message_id,
+        }
+
+
+def _mapped_emitter(emit: Any) -> Any:
+    """Open WebUI event types → ours (`citation` → `source`)."""
+    if emit is None:
+        return None
+
+    async def send(event: Mapping[str, Any]) -> None:
+        kind = str(event.get("type", "status"))
+        await emit({"type": _EVENT_NAMES.get(kind, kind), "data": event.get("data") or {}})
+
+    return send
+
+
+class OpenWebUITools:
+    """An Open WebUI tool file (`class Tools`) as a tool source."""
+
+    kind = "python"
+
+    def __init__(self, path: str | Path, *, valves: Mapping[str, Any] | None = None) -> None:
+        self.host = _Host(path, "Tools", valves)
+        self.name = self.host.meta.get("title") or self.host.id
+        self.citation = bool(getattr(self.host.instance, "citation", False))
+        self.tools: list[Tool] = []
+        self._methods: dict[str, PythonTool] = {}
+        for attr, raw in vars(type(self.host.instance)).items():
+            if attr.startswith("_") or not (
+                inspect.isfunction(raw) or isinstance(raw, staticmethod)
+            ):
+                continue
+            method = PythonTool(getattr(self.host.instance, attr))
+            self._methods[attr] = method
+            self.tools.append(_OwuiTool(method, self))
+
+    @property
+    def valves(self) -> Any:
+        return getattr(self.host.instance, "valves", None)
+
+    def set_user_valves(self, user_id: str, values: Mapping[str, Any]) -> None:
+        self.host.set_user_valves(user_id, values)
+
+    async def list(self) -> Sequence[Tool]:
+        return self.tools
+
+    async def call(self, name: str, arguments: dict[str, Any], context: ToolContext) -> Any:
+        method = self._methods.get(name)
+        if method is None:
+            raise ToolError(f'Tool "{name}" not found.')
+        emitter = _mapped_emitter(context.event_emitter)
+        args, kwargs = method.bind(arguments, context)
+        extras = self.host.extras(context, emitter)
+        kwargs.update({k: extras[k] for k in method.context_params if k in extras})
+        result = method.fn(*args, **kwargs)
+        if inspect.isawaitable(result):
+            result = await result
+        if self.citation and emitter is not None:
+            await emitter(_citation(f"TOOL:{self.host.id}/{name}", arguments, result))
+        return result
+
+    async def aclose(self) -> None:
+        return None
+
+
+class _OwuiTool:
+    __slots__ = ("method", "source")
+
+    def __init__(self, method: PythonTool, source: OpenWebUITools) -> None:
+        self.method = method
+        self.source = source
+
+    @property
+    def spec(self) -> Any:
+        return self.method.spec
+
+    async def call(self, arguments: dict[str, Any], context: ToolContext) -> Any:
+        return await self.source.call(self.method.spec.name, arguments, context)
+
+
+def _citation(name: str, arguments: Mapping[str, Any], result: Any) -> dict[str, Any]:
+    text = normalise_result(result).text or ""
+    return {
+        "type": "citation",
+        "data": {
+            "source": {"name": name},
+            "document": [text],
+            "metadata": [{"source": name, "parameters": dict(arguments)}],
+        },
+    }
+
+
+class OpenWebUIFilter:
+    """An Open WebUI filter file (`class Filter`): `inlet`, `stream`, `outlet`."""
+
+    def __init__(self, path: str | Path, *, valves: Mapping[str, Any] | None = None) -> None:
+        self.host = _Host(path, "Filter", valves)
+        self.id = self.host.id
+        self.name = self.host.meta.get("title") or self.id
+        self.toggle = bool(getattr(self.host.instance, "toggle", False))
+
+    @property
+    def priority(self) -> int:
+        value = getattr(getattr(self.host.instance, "valves", None), "priority", 0)
+        return value if isinstance(value, int) else 0
+
+    def set_user_valves(self, user_id: str, values: Mapping[str, Any]) -> None:
+        self.host.set_user_valves(user_id, values)
+
+    def enabled(self, body: Mapping[str, Any]) -> bool:
+        """A toggle filter runs only when the request turns it on (`filter_ids`)."""
+        if not self.toggle:
+            return True
+        ids = body.get("filter_ids") or (body.get("metadata") or {}).get("filter_ids") or ()
+        return self.id in ids
+
+    async def inlet(
+        self, body: dict[str, Any], user: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
+        return await self._run("inlet", body, user)
+
+    async def outlet(
+        self, body: dict[str, Any], user: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
+        return await self._run("outlet", body, user)
+
+    async def stream(self, event: dict[str, Any]) -> dict[str, Any]:
+        """One streamed chunk through the filter's `stream` (unchanged when it has none)."""
+        method = getattr(self.host.instance, "stream", None)
+        if not callable(method):
+            return event
+        result = await _maybe_await(method(event))
+        return result if isinstance(result, dict) else event
+
+    async def _run(
+        self, which: str, body: dict[str, Any], user: Mapping[str, Any] | None
+    ) -> dict[str, Any]:
+        method = getattr(self.host.instance, which, None)
+        if not callable(method) or not self.enabled(body):
+            return body
+        context = ToolContext(
+            user=user,
+            metadata=dict(body.get("metadata") or {}),
+            messages=list(body.get("messages") or []),
+            chat_id=body.get("chat_id"),
+        )
+        extras = self.host.extras(context, None)
+        params = inspect.signature(method).parameters
+        kwargs = {k: v for k, v in extras.items() if k in params}
+        result = await _maybe_await(method(body, **kwargs))
+        return result if isinstance(result, dict) else body
+
+
+async def _maybe_await(value: Any) -> Any:
+    return await value if inspect.isawaitable(value) else value
+
+
+def load_filters(
+    paths: Sequence[str | Path], valves: Mapping[str, Mapping[str, Any]] | None = None
+) -> list[OpenWebUIFilter]:
+    """Filter files in priority order (lowest first, as Open WebUI runs them); stable for ties."""
+    filters = [OpenWebUIFilter(p, valves=(valves or {}).get(Path(p).stem)) for p in paths]
+    return sorted(filters, key=lambda f: f.priority)
