@@ -42,7 +42,6 @@ ID_RE = re.compile(r"^call_[0-9a-f]{24}$")
             ['{"query":"A","count":5}', '{"query":"B","count":5}'],
         ),
         ('{"a":1}\t{"b":[1,2]}  {"c":"}{"}', ['{"a":1}', '{"b":[1,2]}', '{"c":"}{"}']),
-        ("1 2", ["1", "2"]),
     ],
 )
 def test_split_concatenated_splits_back_to_back_values(raw: str, expected: list[str]) -> None:
@@ -54,6 +53,24 @@ def test_split_concatenated_splits_back_to_back_values(raw: str, expected: list[
     ['{"a":1}', ' {"a":1} ', "", "   ", '{"a":1}{bad', '{"a":1} x', '{"a":', "nope", "{'a': 1}"],
 )
 def test_split_concatenated_returns_anything_else_unchanged(raw: str) -> None:
+    assert split_concatenated(raw) == [raw]
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "1 2",
+        "[1][2]",
+        '"a""b"',
+        "NaN Infinity",
+        '{"a":1}[2]',
+        '[1]{"a":1}',
+        '{"a":1} 2',
+        "true false",
+    ],
+)
+def test_split_concatenated_splits_only_objects_unlike_open_webui(raw: str) -> None:
+    """R6: only a run of JSON objects splits; Open WebUI also splits numbers, arrays, strings."""
     assert split_concatenated(raw) == [raw]
 
 

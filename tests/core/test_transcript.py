@@ -367,3 +367,47 @@ def test_repair_leaves_a_valid_history_equal_and_copies_it() -> None:
 def test_repair_round_trips_transcript_output() -> None:
     messages = to_chat_messages(reasoning_turn(), reasoning="reasoning_content")
     assert repair_history(messages) == messages
+
+
+# ---- fidelity (issue 8) ---------------------------------------------------------------
+
+
+def test_reasoning_text_parts_are_replayed() -> None:
+    """Our own Responses reducer writes `reasoning_text` parts; every replay mode reads them."""
+    item = think("")
+    item["content"] = [{"type": "reasoning_text", "text": "Thinking hard."}]
+    output = [item, call("c1"), result("c1", "data")]
+    assert to_chat_messages(output, reasoning="reasoning_content")[0]["reasoning_content"] == (
+        "Thinking hard."
+    )
+    assert to_chat_messages(output, reasoning="think_tags")[0]["content"] == (
+        "<think>Thinking hard.</think>\n"
+    )
+
+
+def test_empty_code_interpreter_block_is_dropped() -> None:
+    empty = dict(code_interpreter_item(""))
+    blank = dict(code_interpreter_item("  \n"))
+    assert to_chat_messages([msg("Hi"), empty, blank]) == [{"role": "assistant", "content": "Hi"}]
+    assert to_responses_input([empty, blank]) == []
+    with_output = dict(code_interpreter_item(""))
+    with_output["output"] = "boom"
+    assert "boom" in to_chat_messages([with_output])[0]["content"]
+
+
+def test_reasoning_details_are_replayed_on_the_assistant_message() -> None:
+    """OpenRouter (Gemini 3, Anthropic) needs them back, encrypted signatures included."""
+    details = [
+        {"type": "reasoning.text", "text": "Plan.", "signature": "sig==", "index": 0},
+        {"type": "reasoning.encrypted", "data": "opaque==", "index": 1},
+    ]
+    item = think("Plan.")
+    item["details"] = copy.deepcopy(details)
+    output = [item, msg("Checking."), call("c1"), result("c1", "data"), msg("Done.")]
+    for mode in ("none", "reasoning_content", "think_tags"):
+        messages = to_chat_messages(output, reasoning=mode)  # type: ignore[arg-type]
+        assert messages[0]["reasoning_details"] == details, mode
+        assert messages[0]["tool_calls"] == [tool_call("c1")]
+        assert "reasoning_details" not in messages[2]
+    messages[0]["reasoning_details"][0]["text"] = "changed"
+    assert item["details"] == details  # a copy, not the stored list

@@ -92,8 +92,48 @@ def test_garbage_is_empty(raw: Any) -> None:
 
 
 def test_non_numeric_counts_are_skipped() -> None:
-    usage = normalise_usage({"prompt_tokens": True, "prompt_eval_count": "9", "eval_count": 4})
+    usage = normalise_usage({"prompt_tokens": True, "prompt_eval_count": "nine", "eval_count": 4})
     assert (usage["input_tokens"], usage["output_tokens"], usage["total_tokens"]) == (0, 4, 4)
+
+
+def test_numeric_string_counts_are_read() -> None:
+    usage = normalise_usage({"prompt_tokens": "10", "completion_tokens": " 5 ", "cost": "0.5"})
+    assert (usage["input_tokens"], usage["output_tokens"], usage["total_tokens"]) == (10, 5, 15)
+
+
+def test_zero_total_is_the_sum() -> None:
+    usage = normalise_usage({"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 0})
+    assert usage["total_tokens"] == 10
+
+
+def test_merge_sums_numeric_string_counts() -> None:
+    merged = merge_usage({"prompt_tokens": "10", "cost": "0.25"}, {"prompt_tokens": 5, "cost": 0.5})
+    assert (merged["prompt_tokens"], merged["input_tokens"], merged["cost"]) == (15, 15, 0.75)
+
+
+def test_merge_ignores_incoming_nulls() -> None:
+    first = {
+        "prompt_tokens": 10,
+        "completion_tokens": 2,
+        "cost": 0.5,
+        "prompt_tokens_details": {"cached_tokens": 4},
+    }
+    second = {
+        "prompt_tokens": 3,
+        "completion_tokens": 1,
+        "cost": None,
+        "prompt_tokens_details": None,
+        "completion_tokens_details": {"reasoning_tokens": None},
+    }
+    merged = merge_usage(first, second)
+    assert merged["cost"] == 0.5
+    assert merged["prompt_tokens_details"] == {"cached_tokens": 4}
+    assert merged["total_tokens"] == 16
+    nested = merge_usage(
+        {"completion_tokens_details": {"reasoning_tokens": 6}},
+        {"completion_tokens_details": {"reasoning_tokens": None}},
+    )
+    assert nested["completion_tokens_details"] == {"reasoning_tokens": 6}
 
 
 def test_normalise_does_not_mutate_or_alias() -> None:

@@ -65,8 +65,11 @@ class Accumulator:
         clock: Clock | None = None,
         offset: int = 0,
         quiet: bool = False,
+        call_ids: Iterable[str] = (),
     ) -> None:
         self._items: list[Item] = []
+        self._call_ids = set(call_ids)
+        """Call ids already taken in the conversation or this response (see `_unique`)."""
         self._offset = offset
         self._quiet = quiet
         """Nobody listens: the per-chunk delta events are not built (items are the same)."""
@@ -208,8 +211,8 @@ class Accumulator:
         item = self._open
         if item is not None and item["type"] == kind:  # the hot path: more of the same item
             return [self._more_text(item, text)]
-        if kind == "message" and not self._pending_ws + text.strip():
-            self._pending_ws += text  # never open a message with whitespace only
+        if kind == "message" and not self._slots and not self._pending_ws + text.strip():
+            self._pending_ws += text  # whitespace only never opens a response's first message
             return []
         if kind == "message":
             text = self._pending_ws + text
@@ -288,7 +291,8 @@ class Accumulator:
         call = self._slots.get(delta.slot)
         if call is None:
             out.extend(self._close_open("completed"))
-            call = self._slots[delta.slot] = _Call(delta.call_id or new_id("call"))
+            self._pending_ws = ""  # whitespace before the first call leads nothing
+            call = self._slots[delta.slot] = _Call(self._unique(delta.call_id))
         if delta.name and not call.name:
             call.name = delta.name
         if delta.arguments:
@@ -322,6 +326,15 @@ class Accumulator:
                 )
             )
         return out
+
+    def _unique(self, call_id: Any) -> str:
+        """`call_id`, or a fresh id when it is missing or already taken: providers such
+        as Kimi restart their ids each round, and a reused id would pair a call with
+        another call's result (reference §2.4)."""
+        if call_id.__class__ is not str or not call_id or call_id in self._call_ids:
+            call_id = new_id("call")
+        self._call_ids.add(call_id)
+        return str(call_id)
 
     def _error(self, message: str, data: Any) -> list[Event]:
         self.error = message
@@ -426,6 +439,7 @@ class Accumulator:
         self._items[index] = first
         out = [self._done(index)]
         for extra in parts[1:]:
+            self._call_ids.add(extra["call_id"])
             self._items.append(dict(extra))
             out.append(self._announce(self._items[-1], len(self._items) - 1))
             out.append(self._done(len(self._items) - 1))
@@ -446,11 +460,23 @@ class Accumulator:
                 items.append(item)
         self._items = items
         calls = [i for i, it in enumerate(items) if it.get("type") == "function_call"]
+        for index in calls:
+            out.extend(self._own_call_id(index))
         if status == "completed":
             for index in calls:
                 if len(split_calls([items[index]])) > 1:  # type: ignore[list-item]
                     out.extend(self._split(index, status))
         return out
+
+    def _own_call_id(self, index: int) -> list[Event]:
+        """A Responses call whose id is missing or taken gets a fresh one (announced again)."""
+        item = self._items[index]
+        call_id = item.get("call_id")
+        unique = self._unique(call_id)
+        if unique == call_id:
+            return []
+        self._items[index] = {**item, "call_id": unique}
+        return [self._done(index)]
 
     # -- item plumbing ---------------------------------------------------
     def _start(self, item: Item) -> Event:

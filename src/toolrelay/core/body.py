@@ -9,6 +9,7 @@ read with an error (SPEC R22: the partial output is kept, nothing crashes).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,9 +65,12 @@ class BodyReader:
         clock: Clock | None = None,
         offset: int = 0,
         quiet: bool = False,
+        call_ids: Iterable[str] = (),
     ) -> None:
         self.format = format
-        self.acc = Accumulator(tags=tags, clock=clock, offset=offset, quiet=quiet)
+        self.acc = Accumulator(
+            tags=tags, clock=clock, offset=offset, quiet=quiet, call_ids=call_ids
+        )
         self._sse = SSEDecoder() if format == "sse" else None
         self._ndjson = NDJSONDecoder() if format == "ndjson" else None
         self._chat = ChatCompletionsDecoder()
@@ -241,9 +245,10 @@ def read_body(
     *,
     tags: TagConfig | None = TagConfig(),
     clock: Clock | None = None,
+    call_ids: Iterable[str] = (),
 ) -> tuple[ReadResult, list[Event]]:
     """Read a complete recorded body; returns the result and every event in order."""
-    reader = BodyReader(format or detect_format(body), tags=tags, clock=clock)
+    reader = BodyReader(format or detect_format(body), tags=tags, clock=clock, call_ids=call_ids)
     events = reader.feed(body)
     events.extend(reader.finish())
     return reader.result(), events

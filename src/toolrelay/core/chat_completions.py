@@ -15,8 +15,11 @@ llama.cpp):
    provider id wins, then the provider `index`, and a new non-empty id at an
    index that already holds a different id opens a new slot (Gemini sends
    every parallel call at index 0). Without an index, an unknown id opens a
-   slot and no id continues the last one. A slot without a provider id gets
-   a minted `call_<24 hex>` id, announced once on its introducing delta.
+   slot and no id continues the last one. A known id at a new index, when
+   its call came with another index, is a second call reusing the id (Kimi):
+   a new slot, whose duplicate id the accumulator replaces. A slot without a
+   provider id gets a minted `call_<24 hex>` id, announced once on its
+   introducing delta.
 4. Nothing here raises on odd input: whatever cannot be read is skipped.
 
 The common case, a text-only delta, costs a handful of dict lookups: no
@@ -58,11 +61,12 @@ _FALLBACK_ERROR = "the provider reported an error"
 class _Slot:
     """What the decoder remembers about one tool call of this response."""
 
-    __slots__ = ("call_id", "named", "provider_id")
+    __slots__ = ("call_id", "index", "named", "provider_id")
 
-    def __init__(self, call_id: str, provider_id: str | None) -> None:
+    def __init__(self, call_id: str, provider_id: str | None, index: int | None) -> None:
         self.call_id = call_id
         self.provider_id = provider_id
+        self.index = index
         self.named = False
 
 
@@ -174,7 +178,11 @@ class ChatCompletionsDecoder:
             provider_id = None
         else:
             known = self._by_id.get(provider_id)
-            if known is not None:
+            if known is not None and index is not None:
+                at = self._by_index.get(index)
+                if at is not None and self._slots[at].provider_id == provider_id:
+                    known = at  # of two calls sharing the id, the one at this index
+            if known is not None and not self._reused(known, index):
                 if index is not None:
                     self._by_index[index] = known
                 return known, False
@@ -193,10 +201,21 @@ class ChatCompletionsDecoder:
             return len(self._slots) - 1, False
         return self._open(index, provider_id), True
 
+    def _reused(self, known: int, index: int | None) -> bool:
+        """A known id at an index never seen, while its call has another: a second call
+        reusing the id (Kimi), not more of the first (its fresh id comes later)."""
+        slot_index = self._slots[known].index
+        return (
+            index is not None
+            and slot_index is not None
+            and index != slot_index
+            and index not in self._by_index
+        )
+
     def _open(self, index: int | None, provider_id: str | None) -> int:
         """Start a new slot, minting an id when the provider sent none."""
         number = len(self._slots)
-        self._slots.append(_Slot(provider_id or new_id("call"), provider_id))
+        self._slots.append(_Slot(provider_id or new_id("call"), provider_id, index))
         if index is not None:
             self._by_index[index] = number
         if provider_id is not None:

@@ -32,8 +32,8 @@ class DeltaBuffer:
 
     def __init__(self) -> None:
         self._pending: dict[Key, list[str]] = {}
-        # (type, output index, part index, pieces) of the last delta taken: the next one
-        # usually continues it, and items cannot change until the next `fold`
+        # (event type, output index, part index, pieces, part-index key) of the last delta
+        # taken: the next one usually continues it, and items cannot change until `fold`
         self._last: tuple[Any, Any, Any, list[str], str | None] | None = None
 
     def take(self, event: dict[str, Any], items: list[Item]) -> bool:
@@ -55,8 +55,8 @@ class DeltaBuffer:
         if index.__class__ is not int or delta.__class__ is not str or not 0 <= index < len(items):
             return False
         item = items[index]
-        kind, parts_key, index_key = shape
-        if item.get("type") != kind:
+        item_type, parts_key, index_key = shape
+        if item.get("type") != item_type:
             return False
         key: Key
         if parts_key is None:

@@ -52,29 +52,43 @@ _MAX_SCHEMA_ERRORS = 10
 _MAX_ERROR_CHARS = 200
 _VALIDATOR_CACHE_SIZE = 128
 
-_DECODER = json.JSONDecoder()
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+_JSON_SPACE = frozenset(" \t\r\n")
+"""Whitespace JSON allows between values (`str.isspace` would also skip e.g. U+00A0)."""
+
+_DECODER = json.JSONDecoder(parse_constant=_no_constant)
+"""Strict about `NaN`/`Infinity`: a piece the split keeps must be JSON."""
 
 
 # ---------------------------------------------------------------- R6: splitting
 
 
 def split_concatenated(arguments: str) -> list[str]:
-    """Split `{"a":1}{"b":2}` into its JSON values; anything else comes back whole.
+    """Split `{"a":1}{"b":2}` into its JSON objects; anything else comes back whole.
 
-    Successive raw decoding with whitespace allowed between values. A single
-    value, blank text, trailing garbage or truncated JSON all return
-    `[arguments]` unchanged, so splitting never loses or invents text.
+    Successive raw decoding with whitespace allowed between objects. Only a run
+    of objects splits (R6; Open WebUI also splits `1 2`, `[1][2]`, `"a""b"`): a
+    single value, blank text, a non-object piece, trailing garbage or truncated
+    JSON all return `[arguments]` unchanged, so splitting never loses or invents text.
     """
+    if arguments.__class__ is not str:
+        return [arguments]
     pieces: list[str] = []
     pos, end = 0, len(arguments)
     while True:
-        while pos < end and arguments[pos].isspace():
+        while pos < end and arguments[pos] in _JSON_SPACE:
             pos += 1
         if pos >= end:
             break
+        if arguments[pos] != "{":
+            return [arguments]
         try:
             _, stop = _DECODER.raw_decode(arguments, pos)
-        except (ValueError, RecursionError):
+        except (ValueError, RecursionError, MemoryError):
             return [arguments]
         pieces.append(arguments[pos:stop])
         pos = stop

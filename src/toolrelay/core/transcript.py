@@ -24,11 +24,16 @@ Rules the Chat Completions form keeps, because providers reject anything else:
 `code_interpreter` items are replayed as assistant text: the code inside
 `<code_interpreter lang="…">` tags, then the output (a string, or a dict's
 non-empty `stdout`, `stderr`, `result`) inside `<code_interpreter_output>`.
-Reasoning text is the item's `content`, or its `summary` when content is empty.
+An empty block (no code, no output) is not replayed. Reasoning text is the
+item's `content` (`output_text` or `reasoning_text` parts), or its `summary`
+when content is empty. OpenRouter `reasoning_details` kept on reasoning items
+go back as the assistant message's `reasoning_details`, whatever the
+reasoning mode (Gemini 3 and Anthropic tool loops need their signatures).
 """
 
 from __future__ import annotations
 
+import copy
 import html
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -43,6 +48,7 @@ __all__ = [
     "repair_history",
     "to_chat_messages",
     "to_responses_input",
+    "used_call_ids",
 ]
 
 ReasoningReplay = Literal["none", "reasoning_content", "think_tags"]
@@ -53,6 +59,7 @@ INTERRUPTED_TOOL_RESULT: Final = "Error: the tool call was interrupted before it
 
 _TEXT_PART_TYPES: Final = frozenset({"input_text", "output_text", "text"})
 _SUMMARY_TYPES: Final = frozenset({"summary_text"})
+_REASONING_PART_TYPES: Final = _TEXT_PART_TYPES | {"reasoning_text"}
 
 
 def _answered_call_ids(output: Sequence[Item]) -> set[str]:
@@ -73,7 +80,23 @@ def _parts_text(parts: object, types: frozenset[str] = _TEXT_PART_TYPES) -> str:
 
 
 def _reasoning_text(item: Item) -> str:
-    return _parts_text(item.get("content")) or _parts_text(item.get("summary"), _SUMMARY_TYPES)
+    return _parts_text(item.get("content"), _REASONING_PART_TYPES) or _parts_text(
+        item.get("summary"), _SUMMARY_TYPES
+    )
+
+
+def _reasoning_details(item: Item) -> list[dict[str, Any]]:
+    """OpenRouter `reasoning_details` kept on a reasoning item, copied for the request."""
+    details = item.get("details")
+    if not isinstance(details, list):
+        return []
+    return [copy.deepcopy(d) for d in details if isinstance(d, dict)]
+
+
+def _empty_code(item: Item) -> bool:
+    """A code-interpreter block with no code and no output says nothing: not replayed."""
+    code = item.get("code")
+    return not (isinstance(code, str) and code.strip()) and item.get("output") in (None, "", {})
 
 
 def _image_url(part: Mapping[str, Any]) -> str | None:
@@ -121,6 +144,7 @@ class _ChatBuilder:
     messages: list[dict[str, Any]] = field(default_factory=list)
     texts: list[str] = field(default_factory=list)
     thoughts: list[str] = field(default_factory=list)
+    details: list[dict[str, Any]] = field(default_factory=list)
     calls: list[Item] = field(default_factory=list)
 
     def add(self, item: Item, answered: set[str]) -> None:
@@ -133,7 +157,8 @@ class _ChatBuilder:
             text = _reasoning_text(item)
             if text:
                 self.thoughts.append(text)
-        elif kind == "code_interpreter":
+            self.details += _reasoning_details(item)
+        elif kind == "code_interpreter" and not _empty_code(item):
             self.texts.append(_code_interpreter_text(item))
         elif kind == "function_call" and item.get("call_id") in answered:
             self.calls.append(item)
@@ -154,7 +179,7 @@ class _ChatBuilder:
             parts: list[dict[str, Any]] = [{"type": "text", "text": TOOL_IMAGES_TEXT}]
             parts += [{"type": "image_url", "image_url": {"url": url}} for url in images]
             self.messages.append({"role": "user", "content": parts})
-        self.texts, self.thoughts, self.calls = [], [], []
+        self.texts, self.thoughts, self.details, self.calls = [], [], [], []
 
     def _assistant(self) -> dict[str, Any] | None:
         text = "\n".join(self.texts)
@@ -178,6 +203,8 @@ class _ChatBuilder:
             ]
         if self.reasoning == "reasoning_content" and (self.calls or thought):
             message["reasoning_content"] = thought
+        if self.details:  # whatever the mode: only a provider that sent them reads them
+            message["reasoning_details"] = self.details
         return message
 
 
@@ -232,7 +259,7 @@ def _responses_item(item: Item, answered: set[str]) -> dict[str, Any] | None:
         text = _parts_text(item.get("content"))
         return _assistant_text_item(text) if text else None
     if kind == "code_interpreter":
-        return _assistant_text_item(_code_interpreter_text(item))
+        return None if _empty_code(item) else _assistant_text_item(_code_interpreter_text(item))
     if kind == "reasoning" and isinstance(item.get("encrypted_content"), str):
         summary = [
             {"type": "summary_text", "text": p["text"]}
@@ -277,6 +304,18 @@ def to_responses_input(
     answered = _answered_call_ids(output if context is None else context)
     converted = (_responses_item(item, answered) for item in output)
     return [item for item in converted if item is not None]
+
+
+def used_call_ids(messages: Sequence[Mapping[str, Any]], output: Sequence[Item]) -> set[str]:
+    """Every call id the conversation already holds (history calls and results, the turn's
+    items): a new call reusing one gets a fresh id (`BodyReader(call_ids=…)`)."""
+    used = {i.get("call_id") for i in output if isinstance(i, Mapping)}
+    for message in messages:
+        if not isinstance(message, Mapping):
+            continue
+        used.update(_call_ids(message))
+        used.add(message.get("tool_call_id") if message.get("role") == "tool" else None)
+    return {c for c in used if isinstance(c, str) and c}
 
 
 def _call_ids(message: Mapping[str, Any]) -> list[str]:

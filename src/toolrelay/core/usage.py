@@ -9,13 +9,16 @@ adds the three canonical keys (`input_tokens`, `output_tokens`,
 
 `merge_usage` folds one round's usage into the turn's total (reference §2.7):
 token and cost counts are summed, `*_tokens_details` dicts are summed key by
-key, and any other key takes the latest value. Both functions are pure: they
+key, and any other key takes the latest value; an incoming `null` never erases a
+value. Counts sent as numeric strings (`"10"`) are read as numbers, and a
+`total_tokens` of 0 is replaced by input + output. Both functions are pure: they
 never mutate their inputs and never share nested dicts with them.
 """
 
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -43,15 +46,31 @@ _OUTPUT_KEYS: Final = ("output_tokens", "completion_tokens", "eval_count")
 _DETAILS_SUFFIX: Final = "_tokens_details"
 
 
-def _as_int(value: object) -> int | None:
-    """A token count as int; bools, NaN and non-numbers are not counts."""
+def _number(value: object) -> int | float | None:
+    """A count or cost: ints and finite floats, and numeric strings (`"10"`) some
+    providers send; bools, NaN, infinities and other text are not numbers."""
+    if value.__class__ is str:
+        text = str(value).strip()
+        try:
+            value = int(text)
+        except ValueError:  # also digits beyond int's string limit
+            try:
+                value = float(text)
+            except ValueError:
+                return None
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
         return value
-    if isinstance(value, float) and value == value and abs(value) != float("inf"):
-        return int(value)
+    if isinstance(value, float) and math.isfinite(value):
+        return value
     return None
+
+
+def _as_int(value: object) -> int | None:
+    """A token count as int (see `_number`)."""
+    number = _number(value)
+    return None if number is None else int(number)
 
 
 def _first_int(raw: Mapping[str, Any], keys: tuple[str, ...]) -> int | None:
@@ -96,10 +115,14 @@ def normalise_usage(raw: Mapping[str, Any] | None) -> dict[str, Any]:
     output_tokens = _first_int(raw, _OUTPUT_KEYS)
     if output_tokens is None:
         output_tokens = _as_int(timings.get("predicted_n")) or 0
+    for key in SUMMED_KEYS.intersection(usage):
+        number = _number(usage[key])
+        if number is not None:
+            usage[key] = number
     total = _as_int(raw.get("total_tokens"))
     usage["input_tokens"] = input_tokens
     usage["output_tokens"] = output_tokens
-    usage["total_tokens"] = total if total is not None else input_tokens + output_tokens
+    usage["total_tokens"] = total or input_tokens + output_tokens  # 0 is "not counted"
     return usage
 
 
@@ -112,6 +135,8 @@ def _sum_details(current: Mapping[str, Any], incoming: Mapping[str, Any]) -> dic
     merged = copy.deepcopy(dict(current))
     for key, value in incoming.items():
         old = merged.get(key)
+        if value is None and key in merged:
+            continue  # a null says nothing: it must not erase what earlier rounds said
         if _is_number(old) and _is_number(value):
             merged[key] = old + value
         elif isinstance(old, Mapping) and isinstance(value, Mapping):
@@ -128,6 +153,8 @@ def merge_usage(
     merged = normalise_usage(current)
     for key, value in normalise_usage(incoming).items():
         old = merged.get(key)
+        if value is None and key in merged:
+            continue  # a null says nothing: it must not erase what earlier rounds said
         if key in SUMMED_KEYS and _is_number(old) and _is_number(value):
             merged[key] = old + value
         elif (

@@ -38,6 +38,7 @@ from toolrelay.core.items import Item
 from toolrelay.core.rag import RagSnapshot, inject, take_snapshot
 from toolrelay.core.status import TurnStatus
 from toolrelay.core.think_tags import TagConfig
+from toolrelay.core.transcript import used_call_ids
 from toolrelay.core.usage import merge_usage
 from toolrelay.engine.coalesce import Coalescer
 from toolrelay.engine.finish import Finisher, RunResult, TurnEnd
@@ -201,6 +202,7 @@ class Turn:
             clock=setup.clock,
             offset=len(self.output),
             quiet=self.emitter.quiet,
+            call_ids=used_call_ids(request.messages, self.output),
         )
         dropped = False
         emit_many, feed, acc = self.emitter.emit_many, reader.feed, reader.acc

@@ -1,0 +1,26 @@
+"""core.responses_buffer: the continuation hot path is really taken."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from toolrelay.core.responses_buffer import DeltaBuffer
+
+
+def text_delta(text: str, index: int = 0, part: int = 0) -> dict[str, Any]:
+    return {
+        "type": "response.output_text.delta",
+        "output_index": index,
+        "content_index": part,
+        "delta": text,
+    }
+
+
+def test_more_of_the_same_part_continues_without_looking_at_the_items() -> None:
+    items = [{"type": "message", "content": [{"type": "output_text", "text": "a"}]}]
+    buffer = DeltaBuffer()
+    assert buffer.take(text_delta("b"), items)
+    # the hot path: same event type, item and part as the last delta; `items` is not read
+    assert buffer.take(text_delta("c"), [])
+    assert not buffer.take(text_delta("d", part=1), [])  # another part: the full check
+    assert buffer.fold(items)[0]["content"][0]["text"] == "abc"
