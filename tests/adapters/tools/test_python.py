@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field
 from typing_extensions import TypedDict
 
 from tests.patience import HANG
-from toolrelay.adapters.tools.python import PythonTool, parse_docstring, tool
+from toolrelay.adapters.tools.python import PythonTool, tool
 from toolrelay.engine.interfaces import Tool, ToolContext, ToolSpec
 from toolrelay.errors import ToolError
 
@@ -255,17 +255,6 @@ def test_numpy_docstring() -> None:
         "count": {"type": "integer", "default": 5, "description": "Shared text."},
         "lang": {"type": "string", "default": "en", "description": "Shared text."},
     }
-
-
-def test_parse_docstring_edge_cases() -> None:
-    assert parse_docstring(None).description == ""
-    assert parse_docstring("").params == {}
-    only_args = parse_docstring("\n    Args:\n        a: first\n        b: second\n    ")
-    assert only_args.description == ""
-    assert only_args.params == {"a": "first", "b": "second"}
-    section_without_blank = parse_docstring("Add numbers.\nArgs:\n    a: first")
-    assert section_without_blank.description == "Add numbers."
-    assert section_without_blank.params == {"a": "first"}
 
 
 def test_explicit_name_and_description_win() -> None:
