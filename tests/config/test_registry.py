@@ -211,7 +211,7 @@ def test_filter_from_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
         ("filters.py:missing", "'filters.py' has no attribute 'missing'"),
         ("filters.py:lower", "has neither inlet nor outlet"),
         ("nope.py:Filter", "no such file"),
-        ("no_such_module_xyz:f", "cannot be imported: ModuleNotFoundError"),
+        ("no_such_module_xyz:f", "failed to load: ModuleNotFoundError"),
         ("just_a_name", "must be 'module:attr', 'file.py:attr' or a URL"),
     ],
 )

@@ -13,22 +13,18 @@ No server code here: the server and the CLI ask `client_for(route)` /
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import logging
 import os
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from toolrelay.adapters.models import Ollama, OpenAIChat, OpenAIResponses
 from toolrelay.adapters.pipelines import HttpOutlet
 from toolrelay.adapters.tools import load_tools_from_file, load_tools_from_module
+from toolrelay.adapters.user_code import import_user_file, import_user_module
 from toolrelay.config.settings import ModelRoute, Settings
 from toolrelay.config.sources import is_file_ref
-from toolrelay.core.ids import new_id
 from toolrelay.engine.interfaces import ModelClient, Tool, tools_by_name
 from toolrelay.engine.limits import RunLimits
 from toolrelay.errors import ConfigError
@@ -154,7 +150,11 @@ def _load_filter(ref: str) -> Any:
     target, sep, attr = ref.rpartition(":")
     if not sep or not target or not attr:
         raise ConfigError(f"filters: {ref!r} must be 'module:attr', 'file.py:attr' or a URL")
-    module = _import_file(target, ref) if is_file_ref(target) else _import_module(target, ref)
+    label = f"filters: {ref!r}"
+    if is_file_ref(target):
+        module = import_user_file(target, label=label, prefix=_FILTER_MODULE_PREFIX)
+    else:
+        module = import_user_module(target, label=label)
     try:
         obj = getattr(module, attr)
     except AttributeError:
@@ -174,34 +174,6 @@ def _instantiate(cls: type, ref: str) -> Any:
         raise ConfigError(
             f"filters: {ref!r} cannot be created: {type(exc).__name__}: {exc}"
         ) from exc
-
-
-def _import_module(name: str, ref: str) -> Any:
-    try:
-        return importlib.import_module(name)
-    except Exception as exc:
-        raise ConfigError(
-            f"filters: {ref!r} cannot be imported: {type(exc).__name__}: {exc}"
-        ) from exc
-
-
-def _import_file(path: str, ref: str) -> Any:
-    """Import a filter file under a fresh module name, like tool files."""
-    file = Path(path)
-    if not file.is_file():
-        raise ConfigError(f"filters: {ref!r}: no such file {path!r}")
-    name = f"{_FILTER_MODULE_PREFIX}_{new_id('m')}"
-    spec = importlib.util.spec_from_file_location(name, file)
-    if spec is None or spec.loader is None:
-        raise ConfigError(f"filters: {ref!r}: not importable as Python")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    try:
-        spec.loader.exec_module(module)
-    except Exception as exc:
-        sys.modules.pop(name, None)
-        raise ConfigError(f"filters: {ref!r} failed to load: {type(exc).__name__}: {exc}") from exc
-    return module
 
 
 _HINT = """\

@@ -1,9 +1,9 @@
 """Where Python tools come from: a `.py` file, an importable module, or a list.
 
-Owns importing tool files by path (each under its own module name, so two
-files called `tools.py` do not collide), collecting the `PythonTool` objects
-a module exposes plus an Open WebUI-style `class Tools:` whose public methods
-become tools. Names are checked by `engine.interfaces.tools_by_name`.
+Owns collecting what a tool file or module (imported by `adapters.user_code`)
+exposes: its `PythonTool` objects plus an Open WebUI-style `class Tools:`
+whose public methods become tools. Names are checked by
+`engine.interfaces.tools_by_name`.
 
 Valves, user valves and the rest of Open WebUI's tool-file frontmatter are
 not handled here: `self.valves` stays whatever the class sets it to.
@@ -11,20 +11,15 @@ not handled here: `self.valves` stays whatever the class sets it to.
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import inspect
-import re
-import sys
 from collections.abc import Iterable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from toolrelay.adapters.tools.python import PythonTool, tool
-from toolrelay.core.ids import new_id
+from toolrelay.adapters.user_code import import_user_file, import_user_module, load_error
 from toolrelay.engine.interfaces import Tool, ToolContext, tools_by_name
-from toolrelay.errors import ConfigError
 
 __all__ = ["ToolFile", "as_tools", "load_tools_from_file", "load_tools_from_module"]
 
@@ -37,37 +32,16 @@ def load_tools_from_file(path: str | Path) -> list[PythonTool]:
     Raises `ConfigError` naming the path when the file is missing, fails to
     import, or defines two tools with the same name.
     """
-    module = import_tool_file(path)
-    try:
-        return _unique(_collect(module), str(path))
-    except ConfigError:
-        raise
-    except (Exception, SystemExit) as exc:
-        raise ConfigError(
-            f"tool file {str(path)!r} failed to load: {type(exc).__name__}: {exc}"
-        ) from exc
+    file = str(Path(path))
+    label = f"tool file {file!r}"
+    module = import_user_file(file, label=label, prefix=_MODULE_PREFIX)
+    return _tools_of(module, file, label)
 
 
 def import_tool_file(path: str | Path) -> ModuleType:
-    """Import a `.py` file under a module name of its own; `ConfigError` naming it on failure."""
-    file = Path(path)
-    if not file.is_file():
-        raise ConfigError(f"tool file {str(file)!r}: no such file")
-    stem = re.sub(r"\W", "_", file.stem)
-    name = f"{_MODULE_PREFIX}_{stem}_{new_id('m')}"
-    spec = importlib.util.spec_from_file_location(name, file)
-    if spec is None or spec.loader is None:
-        raise ConfigError(f"tool file {str(file)!r}: not importable as Python")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # pydantic and dataclasses look their module up here
-    try:
-        spec.loader.exec_module(module)
-    except (Exception, SystemExit) as exc:
-        sys.modules.pop(name, None)
-        raise ConfigError(
-            f"tool file {str(file)!r} failed to load: {type(exc).__name__}: {exc}"
-        ) from exc
-    return module
+    """Import a `.py` tool file under a module name of its own (`adapters.user_code`)."""
+    file = str(Path(path))
+    return import_user_file(file, label=f"tool file {file!r}", prefix=_MODULE_PREFIX)
 
 
 class ToolFile:
@@ -93,15 +67,18 @@ class ToolFile:
 
 def load_tools_from_module(name: str) -> list[PythonTool]:
     """Import a module by dotted name and collect its tools (like `load_tools_from_file`)."""
+    label = f"tool module {name!r}"
+    return _tools_of(import_user_module(name, label=label), name, label)
+
+
+def _tools_of(module: ModuleType, source: str, label: str) -> list[PythonTool]:
+    """The module's tools, names checked; a `class Tools` that fails to build is a load error."""
     try:
-        module = importlib.import_module(name)
-        return _unique(_collect(module), name)
-    except ConfigError:
-        raise
+        tools = _collect(module)
     except (Exception, SystemExit) as exc:
-        raise ConfigError(
-            f"tool module {name!r} failed to load: {type(exc).__name__}: {exc}"
-        ) from exc
+        raise load_error(label, exc) from exc
+    tools_by_name([(source, tools)])
+    return tools
 
 
 def as_tools(objs: Iterable[Any]) -> list[Tool]:
@@ -148,8 +125,3 @@ def _methods_as_tools(cls: type) -> list[PythonTool]:
         if inspect.isfunction(raw) or isinstance(raw, (staticmethod, classmethod)):
             found.append(tool(getattr(instance, attr)))
     return found
-
-
-def _unique(tools: list[PythonTool], source: str) -> list[PythonTool]:
-    tools_by_name([(source, tools)])
-    return tools
