@@ -232,7 +232,7 @@ async def test_limits_come_from_settings() -> None:
 
 
 async def test_api_key_in_config_is_used() -> None:
-    route = ModelRoute(name="dev", base_url="http://h", api_key="sk-dev")
+    route = ModelRoute(name="dev", model="dev", base_url="http://h", api_key="sk-dev")
     registry = build_registry(Settings(models=[route]), env={})
     client = registry.client_for("dev")
     assert isinstance(client, OpenAIChat)

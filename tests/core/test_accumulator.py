@@ -10,6 +10,7 @@ from toolrelay.core import events as ev
 from toolrelay.core.accumulator import Accumulator
 from toolrelay.core.deltas import (
     CitationDelta,
+    Delta,
     ErrorDelta,
     FinishDelta,
     ReasoningDelta,
@@ -230,7 +231,7 @@ def test_finish_is_idempotent() -> None:
 
 
 def test_quiet_mode_gives_the_same_items_without_delta_events() -> None:
-    deltas = [
+    deltas: list[Delta] = [
         ReasoningDelta("plan "),
         ReasoningDelta("more"),
         TextDelta("Hello "),

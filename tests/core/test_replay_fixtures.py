@@ -49,7 +49,8 @@ def replay(body: bytes, cuts: list[int] | None = None) -> dict[str, Any]:
         start = cut
     reader.feed(body[start:])
     reader.finish()
-    return mask(reader.result().to_dict())
+    result: dict[str, Any] = mask(reader.result().to_dict())
+    return result
 
 
 @pytest.mark.parametrize("path", BODIES, ids=lambda p: str(p.relative_to(STREAMS)))

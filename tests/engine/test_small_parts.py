@@ -73,7 +73,7 @@ def test_relay_takes_tools_and_names_them_once() -> None:
     with pytest.raises(
         TypeError, match=r"not a tool: .*plain.* \(make a function a tool with @tool\)"
     ):
-        Relay(ScriptedModel(), [plain])
+        Relay(ScriptedModel(), [plain])  # type: ignore[list-item]  # the mistake under test
     with pytest.raises(ConfigError, match="'tools' defines two tools named 'lookup'"):
         Relay(ScriptedModel(), [lookup, tool(name="lookup")(plain)])
 

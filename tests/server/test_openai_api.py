@@ -6,6 +6,11 @@ import httpx
 import openai
 import orjson
 import pytest
+from openai.types.chat import (
+    ChatCompletionFunctionToolParam,
+    ChatCompletionMessageFunctionToolCall,
+    ChatCompletionMessageParam,
+)
 
 from tests.sdk_clients import openai_client
 from tests.server.conftest import ADMIN_KEY, Running
@@ -120,7 +125,7 @@ def test_reasoning_streams_as_reasoning_content(running: Running) -> None:
 
 def test_client_side_tools_round_trip(running: Running) -> None:
     client = sdk(running)
-    tools = [
+    tools: list[ChatCompletionFunctionToolParam] = [
         {
             "type": "function",
             "function": {
@@ -135,29 +140,30 @@ def test_client_side_tools_round_trip(running: Running) -> None:
     )
     first = client.chat.completions.create(
         model="fake", messages=[{"role": "user", "content": "where am I?"}], tools=tools
-    )  # type: ignore[arg-type]
+    )
     choice = first.choices[0]
     assert choice.finish_reason == "tool_calls"
     assert choice.message.tool_calls is not None
     call = choice.message.tool_calls[0]
+    assert isinstance(call, ChatCompletionMessageFunctionToolCall)
     assert (call.id, call.function.name, call.function.arguments) == (
         "call_loc",
         "get_location",
         "{}",
     )
-    followup = [
+    followup: list[ChatCompletionMessageParam] = [
         {"role": "user", "content": "where am I?"},
-        choice.message.model_dump(exclude_none=True),
+        choice.message.model_dump(exclude_none=True),  # type: ignore[list-item]  # the SDK dumped it
         {"role": "tool", "tool_call_id": "call_loc", "content": "Paris"},
     ]
-    second = client.chat.completions.create(model="fake", messages=followup, tools=tools)  # type: ignore[arg-type]
+    second = client.chat.completions.create(model="fake", messages=followup, tools=tools)
     assert second.choices[0].message.content == "You are in Paris."
     sent = running.upstream.requests[1].json["messages"]
     assert sent[-1] == {"role": "tool", "tool_call_id": "call_loc", "content": "Paris"}
 
 
 def test_client_side_tools_streamed(running: Running) -> None:
-    tools = [
+    tools: list[ChatCompletionFunctionToolParam] = [
         {
             "type": "function",
             "function": {
@@ -169,7 +175,7 @@ def test_client_side_tools_streamed(running: Running) -> None:
     running.upstream.route(CHAT, call_reply("get_location", {}, call_id="call_s"))
     stream = sdk(running).chat.completions.create(
         model="fake", messages=[{"role": "user", "content": "?"}], tools=tools, stream=True
-    )  # type: ignore[arg-type]
+    )
     chunks = list(stream)
     calls = [tc for c in chunks if c.choices for tc in (c.choices[0].delta.tool_calls or [])]
     assert [(c.id, c.function.name if c.function else None) for c in calls] == [
@@ -200,7 +206,7 @@ def test_responses_stream_parsed_by_sdk(running: Running) -> None:
         "function_call",
         "function_call_output",
         "message",
-    ]  # type: ignore[attr-defined]
+    ]
     numbers = [e.sequence_number for e in events]
     assert numbers == sorted(numbers) and len(set(numbers)) == len(numbers)
 

@@ -324,6 +324,19 @@ class _Conn:
             await asyncio.gather(sending, watching, return_exceptions=True)
 
 
+async def _cancel_other_tasks() -> None:
+    """Cancel every other task of the server's loop until none is left.
+
+    A connection accepted just before shutdown has a handler task that has not
+    run yet (so it is in no set of ours): all of the loop's tasks are taken.
+    """
+    current = asyncio.current_task()
+    while others := [task for task in asyncio.all_tasks() if task is not current]:
+        for task in others:
+            task.cancel()
+        await asyncio.gather(*others, return_exceptions=True)
+
+
 class FakeModelServer:
     """A scripted HTTP model server on 127.0.0.1 in a background thread; see the module doc."""
 
@@ -338,7 +351,6 @@ class FakeModelServer:
         self._open = 0
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
         self._transports: set[asyncio.WriteTransport] = set()
         self._startup_error: BaseException | None = None
 
@@ -441,17 +453,13 @@ class FakeModelServer:
     async def _shutdown(self, server: asyncio.Server) -> None:
         server.close()
         await server.wait_closed()
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await _cancel_other_tasks()
         for transport in self._transports:
             transport.abort()
         await asyncio.sleep(0)  # let aborted transports run connection_lost
+        await _cancel_other_tasks()  # a connection accepted as the server closed
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._tasks.add(task)
         self._transports.add(writer.transport)
         self._open += 1
         try:
@@ -465,7 +473,6 @@ class FakeModelServer:
             if writer.transport.get_write_buffer_size() == 0:
                 self._transports.discard(writer.transport)
             self._open -= 1
-            self._tasks.discard(task)
 
     async def _serve(self, conn: _Conn) -> None:
         while True:

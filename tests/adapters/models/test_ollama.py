@@ -9,7 +9,7 @@ from toolrelay.adapters.models import HTTPOptions, Ollama, Retry
 from toolrelay.core.body import BodyReader
 from toolrelay.core.formats.ollama.request import ollama_messages
 from toolrelay.core.items import function_call_item, function_call_output_item, output_text
-from toolrelay.engine.interfaces import ModelRequest
+from toolrelay.engine.interfaces import Message, ModelRequest
 from toolrelay.errors import ProviderError
 from toolrelay.testing import JSONReply, NDJSONReply, ToolCallSpec, wire
 from toolrelay.testing.fake_server import FakeModelServer
@@ -23,7 +23,7 @@ TOOL = {
 
 
 def test_messages_get_object_arguments_tool_names_and_images() -> None:
-    messages = [
+    messages: list[Message] = [
         {
             "role": "user",
             "content": [
@@ -80,8 +80,8 @@ async def test_body_exactly(server: FakeModelServer) -> None:
     request = ModelRequest(
         messages=[{"role": "user", "content": "1+2?"}],
         output=[
-            function_call_item("c1", "add", '{"a":1,"b":2}', status="completed"),
-            function_call_output_item("c1", "3"),
+            dict(function_call_item("c1", "add", '{"a":1,"b":2}', status="completed")),
+            dict(function_call_output_item("c1", "3")),
         ],
         tools=[TOOL],
         params={"num_ctx": 4096},

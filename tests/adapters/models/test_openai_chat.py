@@ -8,13 +8,14 @@ import pytest
 from toolrelay.adapters.models import HTTPOptions, OpenAIChat, Retry
 from toolrelay.core.body import BodyReader
 from toolrelay.core.items import (
+    Item,
     function_call_item,
     function_call_output_item,
     message_item,
     output_text,
     reasoning_item,
 )
-from toolrelay.engine.interfaces import ModelRequest
+from toolrelay.engine.interfaces import Message, ModelRequest
 from toolrelay.testing import BodyReply, JSONReply, SSEReply, ToolCallSpec, wire
 from toolrelay.testing.fake_server import FakeModelServer
 
@@ -29,14 +30,17 @@ TOOL = {
         "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
     },
 }
-HISTORY = [
+HISTORY: list[Message] = [
     {"role": "system", "content": "Be brief."},
     {"role": "user", "content": "Weather in Oslo?"},
 ]
-OUTPUT = [
-    message_item("Let me check.", status="completed"),
-    function_call_item("call_1", "get_weather", '{"city":"Oslo"}', status="completed"),
-    function_call_output_item("call_1", "12C"),
+OUTPUT: list[Item] = [
+    dict(item)
+    for item in (
+        message_item("Let me check.", status="completed"),
+        function_call_item("call_1", "get_weather", '{"city":"Oslo"}', status="completed"),
+        function_call_output_item("call_1", "12C"),
+    )
 ]
 
 
@@ -110,7 +114,8 @@ async def test_no_tools_no_usage_and_v1_base_url(server: FakeModelServer) -> Non
 async def test_reasoning_replay_as_reasoning_content(server: FakeModelServer) -> None:
     server.script(SSEReply(wire.chat_chunks(text="ok")))
     client = OpenAIChat(base_url=server.base_url, model="m", reasoning_replay="reasoning_content")
-    output = [reasoning_item("Need the weather tool.", status="completed"), *OUTPUT[1:]]
+    reasoning: Item = dict(reasoning_item("Need the weather tool.", status="completed"))
+    output = [reasoning, *OUTPUT[1:]]
     await read_all(await client.open(ModelRequest(messages=HISTORY, output=output)))
     await client.aclose()
     assistant = server.requests[0].json["messages"][2]

@@ -7,8 +7,8 @@ import pytest
 from toolrelay.adapters.models import OpenAIResponses
 from toolrelay.core.body import BodyReader
 from toolrelay.core.formats.responses.convert import flat_tool as responses_tool
-from toolrelay.core.items import function_call_item, function_call_output_item, output_text
-from toolrelay.engine.interfaces import ModelRequest
+from toolrelay.core.items import Item, function_call_item, function_call_output_item, output_text
+from toolrelay.engine.interfaces import Message, ModelRequest
 from toolrelay.testing import BodyReply, SSEReply, ToolCallSpec, wire
 from toolrelay.testing.fake_server import FakeModelServer
 
@@ -28,7 +28,7 @@ FLAT_TOOL = {
     "description": "Look a word up",
     "parameters": {"type": "object", "properties": {"word": {"type": "string"}}},
 }
-HISTORY = [
+HISTORY: list[Message] = [
     {"role": "system", "content": "Be brief."},
     {"role": "user", "content": "Define cat."},
     {
@@ -63,11 +63,14 @@ HISTORY_INPUT = [
         ],
     },
 ]
-OUTPUT = [
-    function_call_item("c1", "lookup", '{"word":"dog"}', status="completed"),
-    function_call_output_item("c1", "a loyal canine"),
-    function_call_item("c2", "lookup", '{"word":"owl"}', status="completed"),
-    function_call_output_item("c2", "a night bird"),
+OUTPUT: list[Item] = [
+    dict(item)
+    for item in (
+        function_call_item("c1", "lookup", '{"word":"dog"}', status="completed"),
+        function_call_output_item("c1", "a loyal canine"),
+        function_call_item("c2", "lookup", '{"word":"owl"}', status="completed"),
+        function_call_output_item("c2", "a night bird"),
+    )
 ]
 
 
