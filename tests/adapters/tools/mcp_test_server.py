@@ -13,6 +13,7 @@ import os
 import sys
 
 from mcp.server.mcpserver import Context, Image, MCPServer
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 server = MCPServer("toolrelay-test")
 state = {"cancelled": 0, "added": 0}
@@ -92,8 +93,8 @@ def picture() -> Image:
     return Image(data=base64.b64decode(TINY_PNG), format="png")
 
 
-def _auth(app):
-    async def guarded(scope, receive, send):
+def _auth(app: ASGIApp) -> ASGIApp:
+    async def guarded(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             headers = dict(scope.get("headers") or [])
             if headers.get(b"authorization") != b"Bearer secret-token":

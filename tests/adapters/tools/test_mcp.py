@@ -253,7 +253,7 @@ async def test_closing_leaves_no_child_processes() -> None:
 
 async def test_everything_server_over_stdio() -> None:
     server = MCPServer.stdio(node_server("mcp-server-everything"), ["stdio"], prefix="ev_")
-    calls = [
+    calls: list[tuple[str, dict[str, Any]]] = [
         ("ev_echo", {"message": "hi"}),
         ("ev_get-tiny-image", {}),
         ("ev_get-resource-reference", {"resourceType": "Text", "resourceId": 1}),
