@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import subprocess
 import sys
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 
 import pytest
@@ -28,7 +29,9 @@ def imported(path: Path) -> set[str]:
     return names
 
 
-def offenders(layer: str, forbidden: tuple[str, ...], allowed: set[str] = frozenset()) -> list[str]:
+def offenders(
+    layer: str, forbidden: tuple[str, ...], allowed: AbstractSet[str] = frozenset()
+) -> list[str]:
     found = []
     for path in sorted((PACKAGE / layer).rglob("*.py")):
         rel = str(path.relative_to(PACKAGE))

@@ -277,7 +277,7 @@ async def test_example_config_loads_and_builds() -> None:
 async def test_api_key_in_the_config_is_used_with_a_warning(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    route = ModelRoute(name="m", base_url="http://h", api_key="sk-dev")
+    route = ModelRoute(name="m", model="m", base_url="http://h", api_key="sk-dev")
     with caplog.at_level(logging.WARNING, logger="toolrelay.config"):
         registry = build_registry(Settings(models=[route]), env={})
     try:

@@ -10,7 +10,7 @@ produced; a cancelled turn, or a stream left before its final event, is not.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from toolrelay.core.events import Event
@@ -39,7 +39,7 @@ class Conversation:
         """One turn on top of the history; the history then includes it."""
         return await self._turn(_as_message(message), None, kwargs)
 
-    def stream(self, message: str | Message, **kwargs: Any) -> AsyncIterator[Event]:
+    def stream(self, message: str | Message, **kwargs: Any) -> AsyncGenerator[Event, None]:
         """`run`, as the events of the turn (`Relay.stream`)."""
         new = _as_message(message)
         return stream_events(lambda sink: self._turn(new, sink, kwargs))

@@ -3,7 +3,7 @@ and `relay.chat()` for a conversation that remembers its turns."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
 from typing import Any
 
 from toolrelay.core.events import Event
@@ -137,7 +137,9 @@ class Relay:
         )
         return await Turn(setup).run()
 
-    def stream(self, messages: Sequence[Message] | str, **kwargs: Any) -> AsyncIterator[Event]:
+    def stream(
+        self, messages: Sequence[Message] | str, **kwargs: Any
+    ) -> AsyncGenerator[Event, None]:
         """Events of one turn as they happen; the last is `chat:completion` with `done: true`.
 
         Leaving the loop early cancels the turn (its partial output is still saved).

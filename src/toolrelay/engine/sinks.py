@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncGenerator, Callable, Coroutine
 from typing import Any
 
 from toolrelay.core import events as ev
@@ -38,7 +38,7 @@ class NullSink:
 
 async def stream_events(
     run: Callable[[EventSink], Coroutine[Any, Any, object]],
-) -> AsyncIterator[Event]:
+) -> AsyncGenerator[Event, None]:
     """The events `run(sink)` emits, as they happen (module doc)."""
     sink = QueueSink()
     task = asyncio.get_running_loop().create_task(run(sink))

@@ -118,7 +118,7 @@ async def test_filters_run_in_priority_order_with_toggles_and_user_valves() -> N
     assert [f.id for f in filters] == ["prefix_toggle_filter", "word_limit_filter"]  # 1 before 5
     limit = filters[1]
     limit.set_user_valves("u1", {"shout": True})
-    body = {"messages": [{"role": "user", "content": "one two three"}]}
+    body: dict[str, Any] = {"messages": [{"role": "user", "content": "one two three"}]}
     user = {"id": "u1"}
     for f in filters:
         body = await f.inlet(body, user)

@@ -19,6 +19,7 @@ from toolrelay.core.formats.chat_completions.render import (
 from toolrelay.core.formats.responses.render import ResponsesStream
 from toolrelay.core.formats.sse import sse_data
 from toolrelay.core.items import function_call_item, message_item
+from toolrelay.core.status import TurnStatus
 
 
 def _frames(body: bytes) -> list[dict[str, Any]]:
@@ -76,7 +77,7 @@ def test_chat_stream_shows_loop_events_only_when_asked() -> None:
 
 def test_streamed_and_whole_chat_answers_agree() -> None:
     text = dict(message_item("partial", status="completed"))
-    answer = turn_answer(status="capped", output=[text], error="limit")
+    answer = turn_answer(status=TurnStatus.CAPPED, output=[text], error="limit")
     whole = completion_for(answer, "m")
     stream = ChatStream("m")
     last = _frames(stream.feed(_final("capped", [text], error={"content": "limit"})))[-1]
