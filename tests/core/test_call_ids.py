@@ -98,7 +98,7 @@ def test_ids_reused_within_a_round_are_made_unique() -> None:
 
 
 def test_ids_in_the_history_are_not_reused() -> None:
-    history = [
+    history: list[dict[str, Any]] = [
         {"role": "user", "content": "Paris?"},
         {
             "role": "assistant",

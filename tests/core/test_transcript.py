@@ -405,7 +405,7 @@ def test_reasoning_details_are_replayed_on_the_assistant_message() -> None:
     item["details"] = copy.deepcopy(details)
     output = [item, msg("Checking."), call("c1"), result("c1", "data"), msg("Done.")]
     for mode in ("none", "reasoning_content", "think_tags"):
-        messages = to_chat_messages(output, reasoning=mode)  # type: ignore[arg-type]
+        messages = to_chat_messages(output, reasoning=mode)
         assert messages[0]["reasoning_details"] == details, mode
         assert messages[0]["tool_calls"] == [tool_call("c1")]
         assert "reasoning_details" not in messages[2]
