@@ -21,6 +21,7 @@ got=$("$WORK/venv/bin/toolrelay" --version)
 [ "$got" = "toolrelay $want" ] || { echo "check_wheel: --version printed '$got', want 'toolrelay $want'" >&2; exit 1; }
 "$WORK/venv/bin/python" -c "import toolrelay, toolrelay.testing; assert toolrelay.__file__.startswith('$WORK/venv')"
 env -u OPENAI_BASE_URL "$WORK/venv/bin/python" "$ROOT/examples/quickstart.py" >/dev/null
+"$WORK/venv/bin/toolrelay" replay "$ROOT/tests/fixtures/streams/deepseek/reasoning-tool-call.sse" --json >/dev/null
 
 set +e
 out=$(HOME="$WORK" "$WORK/venv/bin/toolrelay" serve 2>&1)
@@ -31,4 +32,4 @@ if [ "$code" != 2 ] || ! grep -q "pip install 'toolrelay\[server\]'" <<<"$out" |
   echo "$out" >&2
   exit 1
 fi
-echo "check_wheel: $(basename "$wheel") installs alone; import, --version, quickstart and the server-extra hint work"
+echo "check_wheel: $(basename "$wheel") installs alone; import, --version, quickstart, replay and the server-extra hint work"
