@@ -174,6 +174,20 @@ def test_max_iterations_caps_the_loop_and_exits_1(
     assert len(server.requests) == 2  # one tool round, then the capped call
 
 
+def test_the_open_webui_iteration_cap_applies_with_base_url(
+    server: FakeModelServer, tools_file: Path
+) -> None:
+    """Read once by the settings (RunLimits itself reads no environment)."""
+    server.set_default(
+        SSEReply(chat_chunks(tool_calls=[ToolCallSpec("get_weather", {"city": "Oslo"})]))
+    )
+    args = ["loop", "--base-url", server.base_url, "--model", "m", "--tools", str(tools_file)]
+    result = run(*args, "--json", env={"CHAT_RESPONSE_MAX_TOOL_CALL_ITERATIONS": "1"})
+    assert result.exit_code == 1
+    assert orjson.loads(result.stdout.splitlines()[-1])["data"]["status"] == "capped"
+    assert len(server.requests) == 2
+
+
 def test_base_url_without_model_is_a_usage_error(server: FakeModelServer) -> None:
     result = run("hi", "--base-url", server.base_url)
     assert result.exit_code == 2

@@ -2,7 +2,7 @@
 
 The loop maps each terminal outcome of `core.decide` onto one member
 (`Final`/`Interrupted` -> completed, `Capped` -> capped, `Failed` -> failed,
-a cancel -> cancelled); the finisher, `TurnResult`, the final event, the
+a cancel -> cancelled); the finisher, `RunResult`, the final event, the
 store and `core.formats.answer` all carry the member, never a loose string.
 A `StrEnum`: it equals, formats and serialises (orjson, JSON, SQL) as its
 value, so stored rows and events read exactly as before.
