@@ -1,0 +1,132 @@
+"""The `Store` API and its record types: what persistence hands the server.
+
+Declarations only (no SQLAlchemy, no logic): the backends (`sql`, `memory`)
+implement `Store`; the helpers they share are in `keys` and `records`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+from toolrelay.engine.interfaces import ChatStore
+from toolrelay.errors import ToolrelayError
+
+__all__ = ["ApiKey", "Chat", "NotFoundError", "Store", "StoredMessage", "TurnFields", "User"]
+
+
+class NotFoundError(ToolrelayError, LookupError):
+    """A write names a user, chat or message that does not exist (or is not in that chat)."""
+
+
+@dataclass(frozen=True, slots=True)
+class User:
+    id: str
+    name: str
+    is_admin: bool
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class ApiKey:
+    id: str
+    user_id: str
+    name: str
+    prefix: str
+    """The key's first 8 characters: enough to recognise it in a list, useless to an attacker."""
+    created_at: datetime
+    revoked_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class Chat:
+    id: str
+    user_id: str
+    title: str | None
+    tags: list[str]
+    model: str | None
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class StoredMessage:
+    id: str
+    chat_id: str
+    role: str
+    content: Any
+    """A string, or a list of content parts for multimodal user messages."""
+    output: list[dict[str, Any]]
+    usage: dict[str, Any] | None
+    status: str | None
+    error: Any
+    timings: dict[str, Any] | None
+    model: str | None
+    follow_ups: list[str]
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class TurnFields:
+    """An assistant turn checked and copied into plain JSON values before any write."""
+
+    output: list[dict[str, Any]]
+    content: str
+    usage: dict[str, Any] | None
+    status: str
+    error: Any
+    timings: dict[str, Any] | None
+    model: str | None
+    follow_ups: list[str]
+
+
+class Store(ChatStore, Protocol):
+    """What the server needs from persistence; the engine only uses the `ChatStore` part."""
+
+    async def close(self) -> None: ...
+
+    async def create_user(self, name: str, *, is_admin: bool = False) -> User: ...
+
+    async def user_named(self, name: str) -> User | None: ...
+
+    async def create_api_key(self, user_id: str, *, name: str = "") -> tuple[ApiKey, str]: ...
+
+    async def create_api_key_with_value(
+        self, user_id: str, key: str, *, name: str = ""
+    ) -> ApiKey: ...
+
+    async def user_for_key(self, key: str) -> User | None: ...
+
+    async def list_api_keys(self, user_id: str | None = None) -> list[ApiKey]: ...
+
+    async def revoke_api_key(self, key_id: str) -> bool: ...
+
+    async def count_users(self) -> int: ...
+
+    async def create_chat(
+        self,
+        user_id: str,
+        *,
+        title: str | None = None,
+        model: str | None = None,
+        chat_id: str | None = None,
+    ) -> Chat: ...
+
+    async def get_chat(self, chat_id: str, *, user_id: str) -> Chat | None: ...
+
+    async def list_chats(
+        self, user_id: str, *, limit: int = 50, offset: int = 0
+    ) -> tuple[list[Chat], int]: ...
+
+    async def delete_chat(self, chat_id: str, *, user_id: str) -> bool: ...
+
+    async def update_chat(
+        self, chat_id: str, *, title: str | None = None, tags: list[str] | None = None
+    ) -> None: ...
+
+    async def add_message(self, chat_id: str, message: Mapping[str, Any]) -> str: ...
+
+    async def get_messages(self, chat_id: str) -> list[StoredMessage]: ...

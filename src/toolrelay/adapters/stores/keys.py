@@ -1,0 +1,28 @@
+"""API keys as the stores keep them: generated random, stored only as a hash."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from typing import Final
+
+__all__ = ["KEY_PREFIX", "generate_key", "hash_key", "key_matches"]
+
+KEY_PREFIX: Final = "tr-"
+"""Every generated API key starts with this, so leaked keys are easy to spot."""
+
+
+def generate_key() -> str:
+    """A new plaintext key: `tr-` + 40 url-safe characters (240 random bits)."""
+    return KEY_PREFIX + secrets.token_urlsafe(30)
+
+
+def hash_key(key: str) -> str:
+    """Keys are stored only as this sha256 hex digest; they are random, so no salt is needed."""
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()
+
+
+def key_matches(stored_hash: str, key: str) -> bool:
+    """Constant-time comparison so response timing says nothing about the stored hash."""
+    return hmac.compare_digest(stored_hash.encode("ascii"), hash_key(key).encode("ascii"))

@@ -1,0 +1,94 @@
+"""What both backends do to values before writing them and after reading them.
+
+A turn or message is checked and copied into plain JSON values before any
+write (so a bad value fails before anything is written); stored messages are
+turned back into a Chat Completions history for the next turn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any, Final
+
+import orjson
+
+from toolrelay.adapters.stores.base import StoredMessage, TurnFields
+from toolrelay.core.status import TurnStatus
+from toolrelay.core.transcript import to_chat_messages
+from toolrelay.engine.interfaces import Message
+
+__all__ = ["Clock", "history_messages", "message_content", "turn_fields", "utc_now"]
+
+TURN_STATUSES: Final = frozenset({"in_progress", *TurnStatus})
+
+
+def utc_now() -> datetime:
+    """The default clock; stores take a `clock` argument so tests can fix time."""
+    return datetime.now(UTC)
+
+
+Clock = Callable[[], datetime]
+"""Returns timezone-aware UTC datetimes."""
+
+
+def _json_copy(value: Any) -> Any:
+    """A deep, JSON-only copy; raises TypeError (orjson's error) for anything else."""
+    return orjson.loads(orjson.dumps(value))
+
+
+def _dict_or_none(turn: Mapping[str, Any], key: str) -> dict[str, Any] | None:
+    value = _json_copy(turn.get(key))
+    if value is not None and not isinstance(value, dict):
+        raise TypeError(f"turn[{key!r}] must be an object or None, not {type(value).__name__}")
+    return value
+
+
+def turn_fields(turn: Mapping[str, Any]) -> TurnFields:
+    """Validate a turn up front, so a bad value fails before anything is written."""
+    status = turn.get("status", "completed")
+    if status not in TURN_STATUSES:
+        raise ValueError(f"unknown turn status {status!r}; expected one of {sorted(TURN_STATUSES)}")
+    output = _json_copy(list(turn.get("output") or []))
+    model = turn.get("model")
+    return TurnFields(
+        output=output,
+        content=str(turn.get("content") or ""),
+        usage=_dict_or_none(turn, "usage"),
+        status=status,
+        error=_json_copy(turn.get("error")),
+        timings=_dict_or_none(turn, "timings"),
+        model=None if model is None else str(model),
+        follow_ups=[str(f) for f in _json_copy(list(turn.get("follow_ups") or []))],
+    )
+
+
+def message_content(message: Mapping[str, Any]) -> tuple[str, Any]:
+    """The role and a JSON copy of the content of a user/system message being added."""
+    role = message.get("role")
+    if role not in ("user", "system", "assistant"):
+        raise ValueError(f"add_message takes user, system or assistant messages, not {role!r}")
+    content = _json_copy(message.get("content", ""))
+    if not isinstance(content, str | list):
+        raise TypeError("message content must be a string or a list of content parts")
+    return str(role), content
+
+
+def history_messages(messages: list[StoredMessage]) -> list[Message]:
+    """Chat Completions history: stored user/system messages, assistant turns expanded.
+
+    An assistant turn becomes its items replayed by `to_chat_messages` (tool calls
+    and results included); a turn without items falls back to its text, and a turn
+    with neither is left out (providers reject empty assistant messages).
+    """
+    history: list[Message] = []
+    for message in messages:
+        if message.role != "assistant":
+            history.append({"role": message.role, "content": message.content})
+            continue
+        expanded = to_chat_messages(message.output) if message.output else []
+        if expanded:
+            history.extend(expanded)
+        elif message.content:
+            history.append({"role": "assistant", "content": message.content})
+    return history
