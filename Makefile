@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 NODE_STAMP := tests/node/node_modules/.installed
 
 # pip >= 25.1 reads PEP 735 dependency groups (`--group dev`), hence the upgrade first.
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml src/toolrelay/__init__.py  # the version lives in __init__.py
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade 'pip>=25.1'
 	$(BIN)/pip install -q -e '.[all]' --group dev

@@ -70,3 +70,14 @@ async def test_a_model_client_from_the_public_names_runs_a_turn() -> None:
     assert isinstance(result, RunResult)
     assert (result.status, result.text) == ("completed", "echo: hello")
     assert isinstance(client.requests[0], ModelRequest)
+
+
+def test_the_version_is_written_once() -> None:
+    """`toolrelay/__init__.py` holds it; the package metadata and pyproject read it from there."""
+    import importlib.metadata
+    import tomllib
+    from pathlib import Path
+
+    project = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["project"]
+    assert "version" not in project and "version" in project["dynamic"]
+    assert importlib.metadata.version("toolrelay") == toolrelay.__version__
