@@ -129,6 +129,19 @@ def test_a_redis_events_url_without_the_redis_extra(tmp_path: Path) -> None:
     )
 
 
+def test_a_postgresql_url_without_the_postgres_extra(tmp_path: Path) -> None:
+    done = run_cli(
+        tmp_path,
+        "serve",
+        env={"DATABASE_URL": "postgresql://u@127.0.0.1:5432/test"},
+        prelude="import sys\nsys.modules['asyncpg'] = None",
+    )
+    assert one_error_line(done) == (
+        "a PostgreSQL database_url needs the postgres extra (asyncpg not installed): "
+        "pip install 'toolrelay[postgres]'"
+    )
+
+
 def test_version(tmp_path: Path) -> None:
     done = run_cli(tmp_path, "--version")
     assert (done.returncode, done.stdout) == (0, f"toolrelay {toolrelay.__version__}\n")
