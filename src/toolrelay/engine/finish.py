@@ -49,10 +49,6 @@ class RunResult:
     follow_ups: tuple[str, ...] = ()
 
 
-TurnResult = RunResult
-"""The former name, kept while other branches move to `RunResult`; not exported."""
-
-
 @dataclass(frozen=True, slots=True)
 class TurnEnd:
     """A turn as it stopped: what the finisher needs of it, nothing more."""
