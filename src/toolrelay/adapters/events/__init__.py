@@ -17,6 +17,13 @@ Invariants every backend keeps:
    ended and it has delivered every event published so far; while a turn runs,
    or before any turn began, it waits for live events.
 4. Control messages are live only: a listener sees what is sent while it listens.
+5. The turn lock is a lease: `acquire` takes it atomically (one winner among
+   any number of concurrent callers, in any worker) for `ttl` seconds; the
+   owner's heartbeat `renew`s it; `end` releases it. An owner that dies stops
+   renewing, so the chat frees itself after at most `ttl` seconds.
+6. With a `seq_base`, a channel's numbering starts above it, so seqs never
+   restart at 1 under a client's feet after a restart or an expiry
+   (`clock_seq_base` derives one from the wall clock).
 
 Backends: `MemoryBus` (one process, the default) and `RedisBus` (many workers
 sharing Redis). They are imported lazily so the Redis client stays optional.
@@ -24,7 +31,8 @@ sharing Redis). They are imported lazily so the Redis client stays optional.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
+import time
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -35,7 +43,22 @@ if TYPE_CHECKING:
     from toolrelay.adapters.events.memory import MemoryBus
     from toolrelay.adapters.events.redis import RedisBus
 
-__all__ = ["Envelope", "EventBus", "MemoryBus", "RedisBus", "make_bus"]
+__all__ = ["Envelope", "EventBus", "MemoryBus", "RedisBus", "SeqBase", "clock_seq_base", "make_bus"]
+
+SeqBase = Callable[[], int]
+"""Where a new channel's numbering starts (its first event gets base + 1)."""
+
+_SEQS_PER_SECOND = 1 << 20
+
+
+def clock_seq_base(now: Callable[[], float] = time.time) -> int:
+    """A base above every seq an earlier life of the channel can have issued.
+
+    A channel created at second t starts at t * 2^20; one that lived before it
+    started earlier and issued fewer than 2^20 events per second of its life,
+    so it stayed below. The values stay under 2^53, exact in JavaScript.
+    """
+    return int(now()) * _SEQS_PER_SECOND
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +81,15 @@ class EventBus(Protocol):
         ...
 
     async def begin(self, channel: str) -> int:
-        """Start a turn; returns the seq of the last event before it (0 if none)."""
+        """Start a turn unconditionally; returns the seq of the last event before it."""
+        ...
+
+    async def acquire(self, channel: str, *, ttl: float) -> int | None:
+        """Start a turn if none holds a live lease (invariant 5): its boundary, else None."""
+        ...
+
+    async def renew(self, channel: str, *, ttl: float) -> bool:
+        """Extend the running turn's lease; False when it was lost (expired or ended)."""
         ...
 
     def subscribe(
@@ -79,8 +110,8 @@ class EventBus(Protocol):
         """Whether a turn has begun on the channel and not ended yet."""
         ...
 
-    async def send_control(self, channel: str, message: dict[str, Any]) -> None:
-        """Deliver a JSON-ready message to every live `control` listener of the channel."""
+    async def send_control(self, channel: str, message: dict[str, Any]) -> int:
+        """Deliver a JSON-ready message to every live `control` listener; returns how many."""
         ...
 
     def control(self, channel: str) -> AsyncGenerator[dict[str, Any], None]:
@@ -92,16 +123,16 @@ class EventBus(Protocol):
         ...
 
 
-def make_bus(url: str | None) -> EventBus:
+def make_bus(url: str | None, *, seq_base: SeqBase | None = clock_seq_base) -> EventBus:
     """The bus a setting names: None or "memory" for in-process, "redis://…" for Redis."""
     if url is None or url == "memory":
         from toolrelay.adapters.events.memory import MemoryBus
 
-        return MemoryBus()
+        return MemoryBus(seq_base=seq_base)
     if url.startswith(("redis://", "rediss://", "unix://")):
         from toolrelay.adapters.events.redis import RedisBus
 
-        return RedisBus.from_url(url)
+        return RedisBus.from_url(url, seq_base=seq_base)
     raise ConfigError(f"events url: expected 'memory' or a redis:// url, got {url!r}")
 
 

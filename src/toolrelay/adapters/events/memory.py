@@ -1,9 +1,11 @@
 """In-process event bus (asyncio): the default when one server process runs every turn.
 
 Owns per-channel logs in memory: the last `max_events` envelopes, the seq
-counter and the turn state. Ended channels are forgotten `ttl` seconds after
-their end, checked lazily on access against an injectable clock, so the bus
-runs no background tasks. Must not be shared across processes; use `RedisBus`.
+counter, the turn state and its lease deadline. Ended channels are forgotten
+`ttl` seconds after their end, and a channel with no events, no turn and no
+subscriber as soon as its last subscriber leaves; both are checked lazily
+against an injectable clock, so the bus runs no background tasks. Must not be
+shared across processes; use `RedisBus`.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Any, Literal
 
 import orjson
 
-from toolrelay.adapters.events import Envelope
+from toolrelay.adapters.events import Envelope, SeqBase
 from toolrelay.core.events import Event
 
 __all__ = ["MemoryBus"]
@@ -35,6 +37,8 @@ class _Channel:
     start: int = 0
     """The seq before the current (or last) turn's first event."""
     state: TurnState = "idle"
+    lease_until: float | None = None
+    """While running: when the lease ends unless renewed (None: held until `end`)."""
     listeners: int = 0
     changed: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -44,10 +48,19 @@ class _Channel:
 
     def after(self, cursor: int) -> list[Envelope]:
         """Retained envelopes with seq > cursor; seqs are contiguous so we index directly."""
-        if not self.events:
+        if not self.events or cursor >= self.seq:
             return []
         start = max(0, cursor + 1 - self.events[0].seq)
         return list(islice(self.events, start, None))
+
+    def held(self, now: float) -> bool:
+        """A turn runs and its lease has not run out."""
+        if self.state != "running":
+            return False
+        return self.lease_until is None or now < self.lease_until
+
+    def unused(self) -> bool:
+        return self.listeners == 0 and self.state == "idle" and not self.events
 
 
 class MemoryBus:
@@ -59,12 +72,15 @@ class MemoryBus:
         max_events: int = 10_000,
         ttl: float = 3600,
         clock: Callable[[], float] = time.monotonic,
+        seq_base: SeqBase | None = None,
     ) -> None:
+        """`seq_base` sets where new channels start numbering (0 without one)."""
         if max_events < 1:
             raise ValueError("max_events must be at least 1")
         self._max_events = max_events
         self._ttl = ttl
         self._clock = clock
+        self._seq_base = seq_base
         self._channels: dict[str, _Channel] = {}
         self._expiry: OrderedDict[str, float] = OrderedDict()
         self._controls: dict[str, set[asyncio.Queue[dict[str, Any] | None]]] = {}
@@ -83,8 +99,25 @@ class MemoryBus:
         return ch.seq
 
     async def begin(self, channel: str) -> int:
+        return self._start(self._channel(channel), channel, None)
+
+    async def acquire(self, channel: str, *, ttl: float) -> int | None:
+        """Check and take in one step: no await in between, so one caller wins."""
         ch = self._channel(channel)
+        if ch.held(self._clock()):
+            return None
+        return self._start(ch, channel, self._clock() + ttl)
+
+    async def renew(self, channel: str, *, ttl: float) -> bool:
+        ch = self._channels.get(channel)
+        if ch is None or not ch.held(self._clock()):
+            return False
+        ch.lease_until = self._clock() + ttl
+        return True
+
+    def _start(self, ch: _Channel, channel: str, lease_until: float | None) -> int:
         ch.state = "running"
+        ch.lease_until = lease_until
         ch.start = ch.seq
         self._expiry.pop(channel, None)
         ch.notify()
@@ -93,6 +126,7 @@ class MemoryBus:
     async def end(self, channel: str) -> None:
         ch = self._channel(channel)
         ch.state = "ended"
+        ch.lease_until = None
         self._schedule_expiry(channel)
         ch.notify()
 
@@ -109,7 +143,7 @@ class MemoryBus:
     async def turn_running(self, channel: str) -> bool:
         self._purge()
         ch = self._channels.get(channel)
-        return ch is not None and ch.state == "running"
+        return ch is not None and ch.held(self._clock())
 
     async def subscribe(
         self, channel: str, *, after: int = 0, until_end: bool = True
@@ -132,14 +166,23 @@ class MemoryBus:
                 await changed.wait()
         finally:
             ch.listeners -= 1
+            if ch.unused() and self._channels.get(channel) is ch:
+                del self._channels[channel]
+
+    def channel_count(self) -> int:
+        """Channels held in memory (for tests and metrics)."""
+        self._purge()
+        return len(self._channels)
 
     # -- control -----------------------------------------------------------
 
-    async def send_control(self, channel: str, message: dict[str, Any]) -> None:
+    async def send_control(self, channel: str, message: dict[str, Any]) -> int:
         """Each listener gets its own JSON copy, as it would from Redis."""
         payload = orjson.dumps(message)
-        for queue in self._controls.get(channel, ()):
+        listeners = self._controls.get(channel, set())
+        for queue in listeners:
             queue.put_nowait(orjson.loads(payload))
+        return len(listeners)
 
     async def control(self, channel: str) -> AsyncGenerator[dict[str, Any], None]:
         queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
@@ -173,7 +216,8 @@ class MemoryBus:
         self._purge()
         ch = self._channels.get(channel)
         if ch is None:
-            ch = _Channel(deque(maxlen=self._max_events))
+            base = self._seq_base() if self._seq_base is not None else 0
+            ch = _Channel(deque(maxlen=self._max_events), seq=base, start=base)
             self._channels[channel] = ch
         return ch
 

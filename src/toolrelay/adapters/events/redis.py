@@ -7,12 +7,15 @@ Owns the Redis layout, all under a configurable prefix (default "toolrelay:"):
   entry "<seq>-<n>" (n ≥ 1, after the turn's last event) with a field `end`.
   `MAXLEN ~ max_events` caps it.
 - `<prefix>seq:<channel>` — the INCR counter the seqs come from.
-- `<prefix>turn:<channel>` — "running" or "ended".
+- `<prefix>turn:<channel>` — "running" (a lease: it carries a ttl, renewed by
+  the owner's heartbeat, unless started with `begin`) or "ended".
 - `PUBLISH`/`SUBSCRIBE` on `<prefix>control:<channel>` for control messages.
 
 INCR and XADD run in one Lua script, so concurrent publishers (in any worker)
-never add seqs out of order. `end` sets a ttl on the three keys; `begin` and
-publishing into a running turn remove it. Live reads use `XREAD BLOCK` with a
+never add seqs out of order; `acquire` checks and takes the lease in one
+script too, so one caller wins. `end` sets a ttl on the three keys; `begin`
+and `acquire` remove it from the counter and the log (and seed a missing
+counter from `seq_base`). Live reads use `XREAD BLOCK` with a
 short timeout so `aclose` can stop subscribers without cancelling reads.
 """
 
@@ -27,7 +30,7 @@ import orjson
 import redis.asyncio as aioredis
 from redis.asyncio.client import PubSub
 
-from toolrelay.adapters.events import Envelope
+from toolrelay.adapters.events import Envelope, SeqBase
 from toolrelay.core.events import Event
 
 __all__ = ["RedisBus"]
@@ -43,11 +46,24 @@ end
 return seq
 """
 
+# ARGV[1]: the seq base for a missing counter; ARGV[2]: lease ms, or 0 for no lease.
 _BEGIN: Final = """
-redis.call('SET', KEYS[3], 'running')
+if ARGV[2] ~= '0' and redis.call('GET', KEYS[3]) == 'running' then return -1 end
+if redis.call('EXISTS', KEYS[1]) == 0 then redis.call('SET', KEYS[1], ARGV[1]) end
+if ARGV[2] == '0' then
+  redis.call('SET', KEYS[3], 'running')
+else
+  redis.call('SET', KEYS[3], 'running', 'PX', ARGV[2])
+end
 redis.call('PERSIST', KEYS[1])
 redis.call('PERSIST', KEYS[2])
-return tonumber(redis.call('GET', KEYS[1]) or '0')
+return tonumber(redis.call('GET', KEYS[1]))
+"""
+
+_RENEW: Final = """
+if redis.call('GET', KEYS[1]) ~= 'running' then return 0 end
+redis.call('PEXPIRE', KEYS[1], ARGV[1])
+return 1
 """
 
 # The marker goes right after the last event: "<seq>-<n>", n one past any earlier marker.
@@ -78,8 +94,10 @@ class RedisBus:
         ttl: float = 3600,
         poll_interval: float = 0.5,
         batch: int = 500,
+        seq_base: SeqBase | None = None,
     ) -> None:
         self._client = client
+        self._seq_base = seq_base
         self._prefix = prefix
         self._max_events = str(max_events)
         self._ttl_ms = str(max(1, int(ttl * 1000)))
@@ -88,6 +106,7 @@ class RedisBus:
         self._batch = batch
         self._publish = client.register_script(_PUBLISH)
         self._begin = client.register_script(_BEGIN)
+        self._renew = client.register_script(_RENEW)
         self._end = client.register_script(_END)
         self._active = 0
         self._idle = asyncio.Event()
@@ -104,11 +123,17 @@ class RedisBus:
         max_events: int = 10_000,
         ttl: float = 3600,
         poll_interval: float = 0.5,
+        seq_base: SeqBase | None = None,
     ) -> RedisBus:
         """A bus whose connections open on first use (for sync setup code)."""
         client = aioredis.Redis.from_url(url)
         return cls(
-            client, prefix=prefix, max_events=max_events, ttl=ttl, poll_interval=poll_interval
+            client,
+            prefix=prefix,
+            max_events=max_events,
+            ttl=ttl,
+            poll_interval=poll_interval,
+            seq_base=seq_base,
         )
 
     @classmethod
@@ -120,10 +145,16 @@ class RedisBus:
         max_events: int = 10_000,
         ttl: float = 3600,
         poll_interval: float = 0.5,
+        seq_base: SeqBase | None = None,
     ) -> RedisBus:
         """A bus whose server answered a PING, so a wrong url fails at startup."""
         bus = cls.from_url(
-            url, prefix=prefix, max_events=max_events, ttl=ttl, poll_interval=poll_interval
+            url,
+            prefix=prefix,
+            max_events=max_events,
+            ttl=ttl,
+            poll_interval=poll_interval,
+            seq_base=seq_base,
         )
         try:
             await bus._client.ping()
@@ -142,9 +173,24 @@ class RedisBus:
         return int(seq)
 
     async def begin(self, channel: str) -> int:
-        start = int(await self._begin(keys=self._keys(channel)))
+        start = await self._start(channel, 0)
+        assert start is not None
+        return start
+
+    async def acquire(self, channel: str, *, ttl: float) -> int | None:
+        return await self._start(channel, max(1, int(ttl * 1000)))
+
+    async def _start(self, channel: str, lease_ms: int) -> int | None:
+        base = self._seq_base() if self._seq_base is not None else 0
+        start = int(await self._begin(keys=self._keys(channel), args=[base, lease_ms]))
+        if start < 0:
+            return None
         await self._client.set(self._start_key(channel), start, px=int(self._ttl_ms) * 24)
         return start
+
+    async def renew(self, channel: str, *, ttl: float) -> bool:
+        keys = [self._keys(channel)[2]]
+        return bool(await self._renew(keys=keys, args=[max(1, int(ttl * 1000))]))
 
     async def turn_start(self, channel: str) -> int:
         value = await self._client.get(self._start_key(channel))
@@ -197,8 +243,8 @@ class RedisBus:
 
     # -- control -----------------------------------------------------------
 
-    async def send_control(self, channel: str, message: dict[str, Any]) -> None:
-        await self._client.publish(self._control_key(channel), orjson.dumps(message))
+    async def send_control(self, channel: str, message: dict[str, Any]) -> int:
+        return int(await self._client.publish(self._control_key(channel), orjson.dumps(message)))
 
     async def control(self, channel: str) -> AsyncGenerator[dict[str, Any], None]:
         """Listens from the first `__anext__`; polls so that `aclose` can end it."""
