@@ -130,3 +130,13 @@ class Store(ChatStore, Protocol):
     async def add_message(self, chat_id: str, message: Mapping[str, Any]) -> str: ...
 
     async def get_messages(self, chat_id: str) -> list[StoredMessage]: ...
+
+    async def checkpoint_turn(
+        self, chat_id: str, message_id: str, turn: Mapping[str, Any]
+    ) -> bool:
+        """Overwrite an assistant turn only while it is still `in_progress`; True if it was."""
+        ...
+
+    async def in_progress_turns(self, *, chat_id: str | None = None) -> list[StoredMessage]:
+        """Assistant turns still `in_progress` (all chats, or one), oldest first."""
+        ...

@@ -225,6 +225,37 @@ class MemoryStore:
         )
         self._chats[chat_id] = replace(chat, updated_at=now)
 
+    async def checkpoint_turn(self, chat_id: str, message_id: str, turn: Mapping[str, Any]) -> bool:
+        fields = turn_fields(turn)
+        previous = self._messages.get(message_id)
+        if (
+            previous is None
+            or previous.chat_id != chat_id
+            or previous.role != "assistant"
+            or previous.status != "in_progress"
+        ):
+            return False
+        self._messages[message_id] = replace(
+            previous,
+            content=fields.content,
+            output=fields.output,
+            usage=fields.usage,
+            status=fields.status,
+            error=fields.error,
+            timings=fields.timings,
+            updated_at=self._now(),
+        )
+        return True
+
+    async def in_progress_turns(self, *, chat_id: str | None = None) -> list[StoredMessage]:
+        return [
+            copy.deepcopy(m)
+            for m in self._messages.values()
+            if m.role == "assistant"
+            and m.status == "in_progress"
+            and (chat_id is None or m.chat_id == chat_id)
+        ]
+
     async def get_messages(self, chat_id: str) -> list[StoredMessage]:
         return [copy.deepcopy(m) for m in self._messages.values() if m.chat_id == chat_id]
 

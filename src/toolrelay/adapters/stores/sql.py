@@ -1,15 +1,23 @@
 """`SQLStore`: the `Store` API on SQLAlchemy async (SQLite by default, or PostgreSQL).
 
-Owns the engine, its SQLite pragmas (WAL, foreign keys) and running Alembic
-migrations from inside the package (`upgrade`). Every public method is one
-short transaction; `save_turn` upserts the assistant message and touches the
-chat in the same one, so a failure leaves the previous state intact.
+Owns the engine, its SQLite pragmas (WAL, foreign keys, a busy timeout) and
+running Alembic migrations from inside the package (`upgrade`). Every public
+method is one short transaction; `save_turn` upserts the assistant message and
+touches the chat in the same one, so a failure leaves the previous state intact.
+
+Under load SQLite allows one writer at a time and answers "database is locked"
+to a writer that waits past the busy timeout. So on SQLite every write goes
+through one asyncio lock (one writer per process; readers run beside it in
+WAL mode), and the busy timeout covers other processes (the CLI). PostgreSQL
+has no such limit; its pool is sized by the caller (`pool_size`,
+`max_overflow`, `pool_timeout`), from settings in the server.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+import contextlib
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +56,7 @@ from toolrelay.engine.interfaces import Message
 __all__ = ["MIGRATIONS_DIR", "SQLStore", "upgrade"]
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
+SQLITE_BUSY_TIMEOUT_MS = 30_000
 
 
 def _alembic_config(connection: Connection) -> Config:
@@ -73,6 +82,7 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
     cursor.close()
 
 
@@ -80,11 +90,22 @@ def _json_dumps(value: Any) -> str:
     return orjson.dumps(value).decode("utf-8")
 
 
-def create_engine(url: str) -> AsyncEngine:
-    """An async engine for `url`; for a SQLite file, its directory is created first."""
+def create_engine(
+    url: str,
+    *,
+    pool_size: int | None = None,
+    max_overflow: int | None = None,
+    pool_timeout: float | None = None,
+) -> AsyncEngine:
+    """An async engine for `url`; for a SQLite file, its directory is created first.
+
+    The pool options apply to server databases (PostgreSQL); None keeps SQLAlchemy's.
+    """
     parsed = make_url(url)
     kwargs: dict[str, Any] = {"json_serializer": _json_dumps, "json_deserializer": orjson.loads}
     if parsed.get_backend_name() != "sqlite":
+        pool = {"pool_size": pool_size, "max_overflow": max_overflow, "pool_timeout": pool_timeout}
+        kwargs.update({k: v for k, v in pool.items() if v is not None})
         return create_async_engine(url, pool_pre_ping=True, **kwargs)
     database = parsed.database
     if database and database != ":memory:" and not database.startswith("file:"):
@@ -173,11 +194,26 @@ class SQLStore:
         self._engine = engine
         self._sessions = async_sessionmaker(engine, expire_on_commit=False)
         self._now = clock
+        one_writer = engine.dialect.name == "sqlite"
+        self._writer: contextlib.AbstractAsyncContextManager[Any] = (
+            asyncio.Lock() if one_writer else contextlib.nullcontext()
+        )
 
     @classmethod
-    async def open(cls, url: str, *, migrate: bool = True, clock: Clock = utc_now) -> SQLStore:
+    async def open(
+        cls,
+        url: str,
+        *,
+        migrate: bool = True,
+        clock: Clock = utc_now,
+        pool_size: int | None = None,
+        max_overflow: int | None = None,
+        pool_timeout: float | None = None,
+    ) -> SQLStore:
         """Connect to `url` (e.g. `sqlite+aiosqlite:///data/db.sqlite`), migrating to head."""
-        engine = create_engine(url)
+        engine = create_engine(
+            url, pool_size=pool_size, max_overflow=max_overflow, pool_timeout=pool_timeout
+        )
         if migrate:
             try:
                 await _migrate(engine)
@@ -193,11 +229,17 @@ class SQLStore:
     async def close(self) -> None:
         await self._engine.dispose()
 
+    @contextlib.asynccontextmanager
+    async def _write(self) -> AsyncIterator[AsyncSession]:
+        """A write transaction; on SQLite, one at a time (see the module docstring)."""
+        async with self._writer, self._sessions.begin() as session:
+            yield session
+
     # users and API keys
 
     async def create_user(self, name: str, *, is_admin: bool = False) -> User:
         row = UserRow(id=new_id("user"), name=name, is_admin=is_admin, created_at=self._now())
-        async with self._sessions.begin() as session:
+        async with self._write() as session:
             session.add(row)
         return _user(row)
 
@@ -217,7 +259,7 @@ class SQLStore:
         if not key:
             raise ValueError("an API key cannot be empty")
         digest = hash_key(key)
-        async with self._sessions.begin() as session:
+        async with self._write() as session:
             await _require_user(session, user_id)
             existing = await session.scalar(select(ApiKeyRow).where(ApiKeyRow.key_hash == digest))
             if existing is not None:
@@ -265,7 +307,7 @@ class SQLStore:
             .where(ApiKeyRow.id == key_id, ApiKeyRow.revoked_at.is_(None))
             .values(revoked_at=self._now())
         )
-        async with self._sessions.begin() as session:
+        async with self._write() as session:
             result = await session.execute(query)
         return bool(getattr(result, "rowcount", 0))
 
@@ -293,7 +335,7 @@ class SQLStore:
             created_at=now,
             updated_at=now,
         )
-        async with self._sessions.begin() as session:
+        async with self._write() as session:
             await _require_user(session, user_id)
             if await session.get(ChatRow, row.id) is not None:
                 raise ValueError(f"chat {row.id!r} already exists")
@@ -327,7 +369,7 @@ class SQLStore:
     async def delete_chat(self, chat_id: str, *, user_id: str) -> bool:
         """Deletes the chat if the user owns it; its messages go with it (ON DELETE CASCADE)."""
         query = delete(ChatRow).where(ChatRow.id == chat_id, ChatRow.user_id == user_id)
-        async with self._sessions.begin() as session:
+        async with self._write() as session:
             result = await session.execute(query)
         return bool(getattr(result, "rowcount", 0))
 
@@ -335,7 +377,7 @@ class SQLStore:
         self, chat_id: str, *, title: str | None = None, tags: list[str] | None = None
     ) -> None:
         """Set the given fields (None leaves one alone) and mark the chat as updated."""
-        async with self._sessions.begin() as session:
+        async with self._write() as session:
             row = await _chat_row(session, chat_id)
             if title is not None:
                 row.title = title
@@ -348,7 +390,7 @@ class SQLStore:
     async def add_message(self, chat_id: str, message: Mapping[str, Any]) -> str:
         role, content = message_content(message)
         now = self._now()
-        async with self._sessions.begin() as session:
+        async with self._write() as session:
             chat = await _chat_row(session, chat_id)
             row = MessageRow(
                 id=new_id("msg"),
@@ -368,7 +410,7 @@ class SQLStore:
         """Insert or overwrite assistant message `message_id`, all in one transaction."""
         fields = turn_fields(turn)
         now = self._now()
-        async with self._sessions.begin() as session:
+        async with self._write() as session:
             chat = await _chat_row(session, chat_id)
             row = await session.scalar(select(MessageRow).where(MessageRow.id == message_id))
             if row is None:
@@ -386,6 +428,41 @@ class SQLStore:
             row.follow_ups = fields.follow_ups
             row.updated_at = now
             chat.updated_at = now
+
+    async def checkpoint_turn(self, chat_id: str, message_id: str, turn: Mapping[str, Any]) -> bool:
+        """Overwrite the turn only while it is `in_progress`: a late checkpoint never wins."""
+        fields = turn_fields(turn)
+        query = (
+            update(MessageRow)
+            .where(
+                MessageRow.id == message_id,
+                MessageRow.chat_id == chat_id,
+                MessageRow.role == "assistant",
+                MessageRow.status == "in_progress",
+            )
+            .values(
+                content=fields.content,
+                output=fields.output,
+                usage=fields.usage,
+                status=fields.status,
+                error=fields.error,
+                timings=fields.timings,
+                updated_at=self._now(),
+            )
+        )
+        async with self._write() as session:
+            result = await session.execute(query)
+        return bool(getattr(result, "rowcount", 0))
+
+    async def in_progress_turns(self, *, chat_id: str | None = None) -> list[StoredMessage]:
+        """Assistant turns not finished yet (running somewhere, or orphaned by a crash)."""
+        query = select(MessageRow).where(
+            MessageRow.role == "assistant", MessageRow.status == "in_progress"
+        )
+        if chat_id is not None:
+            query = query.where(MessageRow.chat_id == chat_id)
+        async with self._sessions() as session:
+            return [_message(row) for row in await session.scalars(query.order_by(MessageRow.seq))]
 
     async def get_messages(self, chat_id: str) -> list[StoredMessage]:
         query = select(MessageRow).where(MessageRow.chat_id == chat_id).order_by(MessageRow.seq)
