@@ -157,6 +157,16 @@ class Settings(BaseSettings):
     data_dir: Path = Field(default_factory=_default_data_dir)
     database_url: str = Field(default="", validate_default=True)
     """SQLAlchemy async URL; empty means SQLite under `data_dir`."""
+    database_pool_size: int = Field(default=20, ge=1)
+    """Database connections kept open (SQLite still writes through one writer)."""
+    database_max_overflow: int = Field(default=30, ge=0)
+    """Connections opened beyond the pool under load."""
+    database_pool_timeout: float = Field(default=60.0, gt=0)
+    """Seconds a query waits for a free connection before failing."""
+    turn_lease_s: float = Field(default=30.0, gt=0)
+    """A running turn's lock lasts this long past its last heartbeat (a dead worker's chat frees)."""
+    checkpoint_s: float = Field(default=5.0, gt=0)
+    """How often a running turn's partial output is saved (it survives a crash)."""
     events_url: str | None = None
     """Redis URL for the event log; None keeps events in-process."""
     admin_key: str | None = Field(default=None, repr=False)

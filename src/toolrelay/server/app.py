@@ -22,6 +22,7 @@ from toolrelay.adapters.stores.sql import SQLStore
 from toolrelay.config.registry import Registry, build_registry, setup_hint
 from toolrelay.config.settings import Settings
 from toolrelay.server.auth import KeyCache
+from toolrelay.server.durability import Durability
 from toolrelay.server.errors import BodyLimit, JSONBody, install_error_handlers
 from toolrelay.server.routes import admin, chats, openai, responses
 from toolrelay.server.services import Services
@@ -52,14 +53,21 @@ def create_app(settings: Settings, *, registry: Registry | None = None) -> FastA
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         live = registry if registry is not None else build_registry(settings)
-        store = await SQLStore.open(settings.database_url)
+        store = await SQLStore.open(
+            settings.database_url,
+            pool_size=settings.database_pool_size,
+            max_overflow=settings.database_max_overflow,
+            pool_timeout=settings.database_pool_timeout,
+        )
         bus = make_bus(settings.events_url)
         minted = await ensure_admin_key(store, settings.admin_key)
         if minted:
             sys.stderr.write(f"\ntoolrelay: admin API key (shown once, keep it): {minted}\n\n")
         if not live.routes:
             log.warning("no model configured.\n%s", setup_hint())
-        turns = TurnManager(store, bus, live)
+        durability = Durability(lease_ttl=settings.turn_lease_s, checkpoint_s=settings.checkpoint_s)
+        turns = TurnManager(store, bus, live, durability)
+        await turns.recover()
         app.state.services = Services(settings, store, bus, live, turns, KeyCache(store))
         try:
             yield

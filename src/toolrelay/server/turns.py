@@ -4,7 +4,8 @@
 turn's events go to the chat's channel on the bus, where any number of SSE
 subscribers (on any worker) read them. Control messages (cancel, client-tool
 results, approvals) travel over the bus too, so they reach whichever worker
-runs the turn.
+runs the turn. The lock, heartbeat, checkpoints and repair are in
+`durability.py`.
 """
 
 from __future__ import annotations
@@ -17,27 +18,46 @@ from dataclasses import dataclass
 from typing import Any
 
 from toolrelay.adapters.events import EventBus
-from toolrelay.adapters.stores import Store
+from toolrelay.adapters.stores import NotFoundError, Store
 from toolrelay.config.registry import Registry
 from toolrelay.core.events import Event
-from toolrelay.engine.interfaces import Message, Tool
+from toolrelay.core.ids import new_id
+from toolrelay.engine.interfaces import ChatStore, Message, Tool
 from toolrelay.engine.relay import Relay
+from toolrelay.server.durability import (
+    Durability,
+    RetryingStore,
+    TurnRecorder,
+    channel,
+    fail_orphans,
+    failure_events,
+    keep_alive,
+    repair_orphans,
+)
+
+__all__ = ["BusSink", "Started", "TurnBusy", "TurnManager", "TurnNotStarted", "channel"]
 
 log = logging.getLogger(__name__)
 
 
-def channel(chat_id: str) -> str:
-    return f"chat:{chat_id}"
+class TurnBusy(Exception):
+    """Another turn holds the chat's lease."""
+
+
+class TurnNotStarted(Exception):
+    """Saving the turn's start failed (the store is down, say); the chat stays free."""
 
 
 class BusSink:
-    """Publishes a turn's events to its chat channel."""
+    """Publishes a turn's events to its chat channel, recording the partial output."""
 
-    def __init__(self, bus: EventBus, chat_id: str) -> None:
+    def __init__(self, bus: EventBus, chat_id: str, recorder: TurnRecorder) -> None:
         self._bus = bus
         self._channel = channel(chat_id)
+        self._recorder = recorder
 
     async def emit(self, event: Event) -> None:
+        self._recorder.feed(event)
         await self._bus.publish(self._channel, event)
 
 
@@ -48,14 +68,30 @@ class _Running:
     listener: asyncio.Task[None]
 
 
+@dataclass(frozen=True, slots=True)
+class Started:
+    message_id: str
+    user_message_id: str
+
+
 class TurnManager:
-    def __init__(self, store: Store, bus: EventBus, registry: Registry) -> None:
+    """Starts, follows and ends chat turns; the one place their lifecycle lives (DESIGN 2.1)."""
+
+    def __init__(
+        self,
+        store: Store,
+        bus: EventBus,
+        registry: Registry,
+        durability: Durability | None = None,
+    ) -> None:
         self.store = store
         self.bus = bus
         self.registry = registry
+        self.durability = durability or Durability()
+        self._saves = RetryingStore(store, self.durability)
         self._running: dict[str, _Running] = {}
 
-    def relay_for(self, route: str, *, store: Store | None = None) -> Relay:
+    def relay_for(self, route: str, *, store: ChatStore | None = None) -> Relay:
         reg = self.registry
         return Relay(
             reg.client_for(route),
@@ -70,29 +106,56 @@ class TurnManager:
     async def running(self, chat_id: str) -> bool:
         return chat_id in self._running or await self.bus.turn_running(channel(chat_id))
 
+    async def recover(self) -> int:
+        """At start-up: turns a stopped server left `in_progress` become `failed`."""
+        return await repair_orphans(self.store, self.bus, self.durability)
+
     async def start(
         self,
         chat_id: str,
-        message_id: str,
+        message: Message,
         *,
         route: str,
-        history: Sequence[Message],
         user: Mapping[str, Any],
         client_tools: Sequence[Tool] = (),
-    ) -> None:
-        relay = self.relay_for(route, store=self.store)
-        await self.bus.begin(channel(chat_id))
-        # the assistant message exists (in progress) before the first event
-        await self.store.save_turn(
-            chat_id,
-            message_id,
-            {"output": [], "content": "", "status": "in_progress", "model": route},
+    ) -> Started:
+        """Take the chat's lease, save the user message and start the turn; else `TurnBusy`.
+
+        The lease is taken first, so of many concurrent posts exactly one starts a
+        turn and the others change nothing; any failure before the turn runs gives
+        the lease back, so the chat never stays locked.
+        """
+        name = channel(chat_id)
+        if (
+            chat_id in self._running
+            or await self.bus.acquire(name, ttl=self.durability.lease_ttl) is None
+        ):
+            raise TurnBusy(chat_id)
+        try:
+            await fail_orphans(self.store, chat_id)  # a dead worker's turn, its lease expired
+            relay = self.relay_for(route, store=self._saves)
+            history = await self.store.load_messages(chat_id)
+            user_message_id = await self.store.add_message(chat_id, message)
+            message_id = new_id("msg")
+            # the assistant message exists (in progress) before the first event
+            await self.store.save_turn(
+                chat_id,
+                message_id,
+                {"output": [], "content": "", "status": "in_progress", "model": route},
+            )
+        except BaseException as exc:
+            await asyncio.shield(self.bus.end(name))
+            if isinstance(exc, Exception) and not isinstance(exc, NotFoundError):
+                log.exception("could not start a turn in chat %s", chat_id)
+                raise TurnNotStarted(str(exc)) from exc
+            raise
+        loop = asyncio.get_running_loop()
+        task = loop.create_task(
+            self._run(relay, chat_id, message_id, [*history, message], user, client_tools)
         )
-        task = asyncio.get_running_loop().create_task(
-            self._run(relay, chat_id, message_id, history, user, client_tools)
-        )
-        listener = asyncio.get_running_loop().create_task(self._listen(chat_id, relay, task))
+        listener = loop.create_task(self._listen(chat_id, relay, task))
         self._running[chat_id] = _Running(task, relay, listener)
+        return Started(message_id, user_message_id)
 
     async def _run(
         self,
@@ -103,10 +166,14 @@ class TurnManager:
         user: Mapping[str, Any],
         client_tools: Sequence[Tool],
     ) -> None:
+        recorder = TurnRecorder()
+        keeper = asyncio.get_running_loop().create_task(
+            keep_alive(self.bus, self.store, self.durability, chat_id, message_id, recorder)
+        )
         try:
             await relay.run(
                 history,
-                sink=BusSink(self.bus, chat_id),
+                sink=BusSink(self.bus, chat_id, recorder),
                 chat_id=chat_id,
                 message_id=message_id,
                 user=user,
@@ -114,13 +181,29 @@ class TurnManager:
             )
         except asyncio.CancelledError:
             pass  # the partial turn was saved by the engine
-        except Exception:  # never lose a turn silently
+        except Exception as exc:  # never lose a turn silently
             log.exception("turn %s of chat %s crashed", message_id, chat_id)
+            await self._report(chat_id, message_id, recorder, exc)
         finally:
-            await self.bus.end(channel(chat_id))
-            running = self._running.pop(chat_id, None)
+            keeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await keeper
+            running = self._running.pop(chat_id, None)  # before `end`: no newer turn yet
             if running is not None:
                 running.listener.cancel()
+            await self.bus.end(channel(chat_id))
+
+    async def _report(
+        self, chat_id: str, message_id: str, recorder: TurnRecorder, exc: Exception
+    ) -> None:
+        """A turn that died (a save that kept failing, say): an error event, a last save try."""
+        turn = recorder.turn("failed", f"The turn failed: {type(exc).__name__}: {exc}")
+        try:
+            for event in failure_events(turn):
+                await self.bus.publish(channel(chat_id), event)
+            await self.store.checkpoint_turn(chat_id, message_id, turn)
+        except Exception:
+            log.exception("could not record the failure of turn %s", message_id)
 
     async def _listen(self, chat_id: str, relay: Relay, task: asyncio.Task[Any]) -> None:
         try:
@@ -146,8 +229,13 @@ class TurnManager:
                     reason=message.get("reason"),
                 )
 
-    async def cancel(self, chat_id: str) -> None:
-        await self.bus.send_control(channel(chat_id), {"op": "cancel"})
+    async def cancel(self, chat_id: str) -> bool:
+        """True only when the turn's worker got the request (this one, or a listener)."""
+        running = self._running.get(chat_id)
+        if running is not None:
+            running.task.cancel()
+            return True
+        return await self.bus.send_control(channel(chat_id), {"op": "cancel"}) > 0
 
     async def answer(self, chat_id: str, message: dict[str, Any]) -> None:
         await self.bus.send_control(channel(chat_id), message)

@@ -142,3 +142,16 @@ async def test_redis_acquire_seeds_the_counter_from_the_base(redis_prefix: str) 
     finally:
         await bus.aclose()
         await delete_keys(redis_prefix)
+
+
+async def test_clock_derived_seqs_survive_the_log_and_its_end_marker(
+    make_bus: BusFactory,
+) -> None:
+    base = clock_seq_base()
+    bus = await make_bus(seq_base=lambda: base)
+    assert await bus.acquire(CHAT, ttl=60) == base
+    await bus.publish(CHAT, delta("a"))
+    await bus.publish(CHAT, delta("b"))
+    await bus.end(CHAT)
+    assert [e.seq for e in await drain(bus)] == [base + 1, base + 2]
+    assert [e.seq for e in await drain(bus, after=base + 1)] == [base + 2]

@@ -39,7 +39,7 @@ _EVENT_FIELD: Final = b"e"
 
 _PUBLISH: Final = """
 local seq = redis.call('INCR', KEYS[1])
-redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[2], seq .. '-0', 'e', ARGV[1])
+redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[2], string.format('%d-0', seq), 'e', ARGV[1])
 if redis.call('GET', KEYS[3]) == 'ended' then
   for i = 1, 3 do redis.call('PEXPIRE', KEYS[i], ARGV[3]) end
 end
@@ -75,7 +75,7 @@ if #last > 0 then
   local ms, sub = string.match(last[1][1], '^(%d+)-(%d+)$')
   if tonumber(ms) == seq then n = tonumber(sub) + 1 end
 end
-redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[1], seq .. '-' .. n, 'end', '1')
+redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[1], string.format('%d-%d', seq, n), 'end', '1')
 redis.call('SET', KEYS[3], 'ended')
 for i = 1, 3 do redis.call('PEXPIRE', KEYS[i], ARGV[2]) end
 return seq

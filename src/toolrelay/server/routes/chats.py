@@ -4,8 +4,9 @@
 and returns its ids at once; `GET …/events` streams the chat's events as SSE
 with `id:` sequence numbers. `Last-Event-ID` (or `?after=`) resumes exactly
 after the last event seen, also after the turn ended; a subscriber without
-one first gets a `chat:snapshot` (the saved messages), then the current
-turn's events from its start.
+one, or with one past the chat's last event (from before a restart, say),
+first gets a `chat:snapshot` (the saved messages), then the current turn's
+events from its start.
 """
 
 from __future__ import annotations
@@ -20,13 +21,12 @@ from fastapi.responses import StreamingResponse
 
 from toolrelay.adapters.stores import Chat, StoredMessage
 from toolrelay.core.events import Event
-from toolrelay.core.ids import new_id
 from toolrelay.server.client_tools import client_tools
 from toolrelay.server.errors import APIError
 from toolrelay.server.routes.openai import SSE_HEADERS
 from toolrelay.server.schemas import ChatCreate, MessageCreate, ToolResultIn
 from toolrelay.server.services import Services, ServicesDep, UserDep
-from toolrelay.server.turns import channel
+from toolrelay.server.turns import TurnBusy, TurnNotStarted, channel
 
 router = APIRouter(prefix="/api/chats")
 HEARTBEAT_S = 15.0
@@ -108,23 +108,27 @@ async def post_message(
 ) -> dict[str, Any]:
     chat = await _owned(svc, chat_id, user.id)
     route = svc.route(body.model or chat.model or _default_route(svc))
-    if await svc.turns.running(chat_id):
+    try:
+        started = await svc.turns.start(
+            chat_id,
+            {"role": "user", "content": body.content},
+            route=route,
+            user={"id": user.id, "name": user.name},
+            client_tools=client_tools(body.tools),
+        )
+    except TurnBusy:
         raise APIError(
             409, "A turn is already running in this chat; cancel it or wait.", code="turn_running"
-        )
-    history = await svc.store.load_messages(chat_id)
-    message = {"role": "user", "content": body.content}
-    user_message_id = await svc.store.add_message(chat_id, message)
-    message_id = new_id("msg")
-    await svc.turns.start(
-        chat_id,
-        message_id,
-        route=route,
-        history=[*history, message],
-        user={"id": user.id, "name": user.name},
-        client_tools=client_tools(body.tools),
-    )
-    return {"chat_id": chat_id, "message_id": message_id, "user_message_id": user_message_id}
+        ) from None
+    except TurnNotStarted:
+        raise APIError(
+            503, "The turn could not be started (saving failed); try again.", code="not_started"
+        ) from None
+    return {
+        "chat_id": chat_id,
+        "message_id": started.message_id,
+        "user_message_id": started.user_message_id,
+    }
 
 
 def _default_route(svc: Services) -> str:
@@ -161,10 +165,8 @@ async def tool_results(
 @router.post("/{chat_id}/cancel", status_code=202)
 async def cancel(chat_id: str, svc: ServicesDep, user: UserDep) -> dict[str, Any]:
     await _owned(svc, chat_id, user.id)
-    running = await svc.turns.running(chat_id)
-    if running:
-        await svc.turns.cancel(chat_id)
-    return {"cancelled": running}
+    cancelled = await svc.turns.running(chat_id) and await svc.turns.cancel(chat_id)
+    return {"cancelled": cancelled}
 
 
 @router.get("/{chat_id}/events")
@@ -205,6 +207,8 @@ async def _sse(
     svc: Services, chat_id: str, resume: int | None, request: Request
 ) -> AsyncIterator[bytes]:
     name = channel(chat_id)
+    if resume is not None and resume > await svc.bus.last_seq(name):
+        resume = None  # from another life of the chat (or made up): start afresh
     if resume is None:
         running = await svc.turns.running(chat_id)
         start = await svc.bus.turn_start(name) if running else await svc.bus.last_seq(name)
