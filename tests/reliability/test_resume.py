@@ -33,11 +33,28 @@ def answer_seen(events: list[tuple[int, dict[str, Any]]]) -> str:
     return str(last.get("content")) if last.get("status") == "completed" else ""
 
 
+def read_until_end(
+    client: httpx.Client, chat_id: str, last: int, limit: float = 60
+) -> list[tuple[int, dict[str, Any]]]:
+    """`read_events` that fails instead of hanging: keep-alives let it check a deadline."""
+    out: list[tuple[int, dict[str, Any]]] = []
+    decoder = SSEDecoder()
+    deadline = time.monotonic() + limit
+    url = f"/api/chats/{chat_id}/events"
+    with client.stream("GET", url, headers={"Last-Event-ID": str(last)}) as response:
+        assert response.status_code == 200
+        for chunk in response.iter_bytes():
+            out += [(int(f.id or 0), orjson.loads(f.data)) for f in decoder.feed(chunk)]
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the stream did not end: {out}")
+    return out
+
+
 def follow(client: httpx.Client, chat_id: str, last: int) -> list[tuple[int, dict[str, Any]]]:
     """Like a browser's EventSource: reconnect with the last id until the answer is known."""
     seen: list[tuple[int, dict[str, Any]]] = []
     for _ in range(5):
-        batch = read_events(client, chat_id, last=last)
+        batch = read_until_end(client, chat_id, last)
         seen += batch
         last = batch[-1][0] if batch else last
         final = [e for _, e in batch if e["type"] == "chat:completion" and e["data"].get("done")]
