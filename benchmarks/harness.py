@@ -33,7 +33,9 @@ def _toml_value(value: Any) -> str:
 
 def write_config(path: Path, upstream_url: str, **settings: Any) -> Path:
     """A config with one `fake` chat route to `upstream_url` and the given top-level settings."""
-    lines = [f"{key} = {_toml_value(value)}" for key, value in settings.items() if value is not None]
+    lines = [
+        f"{key} = {_toml_value(value)}" for key, value in settings.items() if value is not None
+    ]
     lines += [
         "",
         "[[models]]",
