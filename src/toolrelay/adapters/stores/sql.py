@@ -99,17 +99,19 @@ def create_engine(
 ) -> AsyncEngine:
     """An async engine for `url`; for a SQLite file, its directory is created first.
 
-    The pool options apply to server databases (PostgreSQL); None keeps SQLAlchemy's.
+    The pool options size the connection pool (None keeps SQLAlchemy's); an
+    in-memory SQLite database has one shared connection instead.
     """
     parsed = make_url(url)
     kwargs: dict[str, Any] = {"json_serializer": _json_dumps, "json_deserializer": orjson.loads}
+    pool = {"pool_size": pool_size, "max_overflow": max_overflow, "pool_timeout": pool_timeout}
+    pooled = {k: v for k, v in pool.items() if v is not None}
     if parsed.get_backend_name() != "sqlite":
-        pool = {"pool_size": pool_size, "max_overflow": max_overflow, "pool_timeout": pool_timeout}
-        kwargs.update({k: v for k, v in pool.items() if v is not None})
-        return create_async_engine(url, pool_pre_ping=True, **kwargs)
+        return create_async_engine(url, pool_pre_ping=True, **kwargs, **pooled)
     database = parsed.database
     if database and database != ":memory:" and not database.startswith("file:"):
         Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        kwargs.update(pooled)
     else:
         kwargs["poolclass"] = StaticPool  # one shared in-memory database
     engine = create_async_engine(url, **kwargs)
