@@ -21,7 +21,8 @@ CHAT = "/v1/chat/completions"
 
 
 def services(thread: ServerThread) -> Services:
-    svc: Services = thread.server.config.app.state.services  # the app the thread serves
+    app: Any = thread.server.config.app  # the FastAPI app the thread serves
+    svc: Services = app.state.services
     return svc
 
 
