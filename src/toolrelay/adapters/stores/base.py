@@ -131,9 +131,7 @@ class Store(ChatStore, Protocol):
 
     async def get_messages(self, chat_id: str) -> list[StoredMessage]: ...
 
-    async def checkpoint_turn(
-        self, chat_id: str, message_id: str, turn: Mapping[str, Any]
-    ) -> bool:
+    async def checkpoint_turn(self, chat_id: str, message_id: str, turn: Mapping[str, Any]) -> bool:
         """Overwrite an assistant turn only while it is still `in_progress`; True if it was."""
         ...
 
