@@ -94,7 +94,7 @@ def test_bad_environment(tmp_path: Path, env: dict[str, str], expected: str) -> 
 def test_unimportable_filter(tmp_path: Path) -> None:
     config = write(tmp_path, 'filters = ["no_such_module_xyz:Filter"]\n')
     message = one_error_line(run_cli(tmp_path, "serve", "--config", str(config)))
-    assert message.startswith("filters: 'no_such_module_xyz:Filter' cannot be imported: ")
+    assert message.startswith("filters: 'no_such_module_xyz:Filter' failed to load: ")
 
 
 def test_data_dir_that_cannot_be_created(tmp_path: Path) -> None:
