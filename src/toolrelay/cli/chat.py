@@ -31,7 +31,7 @@ from rich.text import Text
 from toolrelay.cli.render import Renderer
 from toolrelay.core import events as ev
 from toolrelay.core.events import Event
-from toolrelay.engine.interfaces import Message, ModelClient, Tool
+from toolrelay.engine.interfaces import Message, ModelClient, Tool, ToolSource
 from toolrelay.engine.limits import RunLimits
 from toolrelay.errors import ConfigError, ToolrelayError
 
@@ -49,7 +49,7 @@ class ChatSetup:
     """Everything one `chat` run needs; `close` releases the clients."""
 
     model: ModelClient
-    tools: list[Tool]
+    tools: list[Tool | ToolSource]
     limits: RunLimits
     messages: list[Message]
     close: Callable[[], Awaitable[None]]
@@ -92,7 +92,17 @@ def chat(
     ] = None,
     api: Annotated[Api, typer.Option("--api", help="Wire API with --base-url.")] = Api.chat,
     tools: Annotated[
-        list[Path] | None, typer.Option("--tools", help="A Python tool file (repeatable).")
+        list[Path] | None,
+        typer.Option("--tools", help="A Python or Open WebUI tool file (repeatable)."),
+    ] = None,
+    mcp: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--mcp", help='An MCP server: a command line ("npx -y pkg .") or an http(s) URL.'
+        ),
+    ] = None,
+    openapi: Annotated[
+        list[str] | None, typer.Option("--openapi", help="An OpenAPI tool server's base URL.")
     ] = None,
     system: Annotated[str | None, typer.Option("--system", help="A system prompt.")] = None,
     max_iterations: Annotated[
@@ -121,6 +131,7 @@ def chat(
             api_key=api_key,
             api=api,
             tool_files=tools or [],
+            servers=[*(("mcp", m) for m in mcp or []), *(("openapi", u) for u in openapi or [])],
             system=system,
             max_iterations=max_iterations,
             config=config,
@@ -155,15 +166,14 @@ def build_setup(
     api: Api,
     tool_files: Sequence[Path],
     system: str | None,
+    servers: Sequence[tuple[str, str]] = (),
     max_iterations: int | None,
     config: Path | None,
 ) -> ChatSetup:
     """Flags → client, tools, limits and messages; `ConfigError` says what is wrong."""
-    from toolrelay.adapters.tools.loader import load_tools_from_file
-
     messages: list[Message] = [{"role": "system", "content": system}] if system else []
     messages.append({"role": "user", "content": prompt})
-    file_tools: list[Tool] = [t for f in tool_files for t in load_tools_from_file(f)]
+    file_tools = flag_sources(tool_files, servers)
     if base_url is not None:
         if not model:
             raise ConfigError("--model NAME is required with --base-url")
@@ -171,8 +181,48 @@ def build_setup(
 
         limits = _limits(load_settings(config).limits.to_run_limits(), max_iterations)
         client = direct_client(api, base_url=base_url, model=model, api_key=api_key)
-        return ChatSetup(client, file_tools, limits, messages, client.aclose)
+        close = _closing(file_tools, client.aclose)
+        return ChatSetup(client, file_tools, limits, messages, close)
     return _route_setup(model, config, file_tools, messages, max_iterations)
+
+
+def flag_sources(
+    tool_files: Sequence[Path], servers: Sequence[tuple[str, str]]
+) -> list[Tool | ToolSource]:
+    """`--tools`, `--mcp` and `--openapi` as tool sources (servers start on first use)."""
+    import shlex
+
+    from toolrelay.config.tool_servers import ToolServer, build_source
+
+    found: list[Tool | ToolSource] = []
+    for path in tool_files:
+        found.append(build_source(ToolServer(name=path.stem, kind="python", path=str(path))))
+    for kind, value in servers:
+        if kind == "openapi":
+            server = ToolServer(name=value, kind="openapi", url=value)
+        elif value.startswith(("http://", "https://")):
+            server = ToolServer(name=value, kind="mcp-http", url=value)
+        else:
+            argv = shlex.split(value)
+            if not argv:
+                raise ConfigError("--mcp needs a command")
+            server = ToolServer(name=value, kind="mcp-stdio", command=argv[0], args=argv[1:])
+        found.append(build_source(server))
+    return found
+
+
+def _closing(
+    tools: Sequence[Tool | ToolSource], then: Callable[[], Awaitable[None]]
+) -> Callable[[], Awaitable[None]]:
+    """Close the flag-made sources (ending MCP processes), then the rest."""
+
+    async def close() -> None:
+        for item in tools:
+            if isinstance(item, ToolSource):
+                await item.aclose()
+        await then()
+
+    return close
 
 
 def direct_client(api: Api, *, base_url: str, model: str, api_key: str | None) -> ModelClient:
@@ -191,7 +241,7 @@ def direct_client(api: Api, *, base_url: str, model: str, api_key: str | None) -
 def _route_setup(
     route: str | None,
     config: Path | None,
-    file_tools: list[Tool],
+    file_tools: list[Tool | ToolSource],
     messages: list[Message],
     max_iterations: int | None,
 ) -> ChatSetup:
@@ -205,11 +255,9 @@ def _route_setup(
     if name not in registry.routes:
         known = ", ".join(sorted(registry.routes))
         raise ConfigError(f"--model {name!r}: no such route (configured: {known})")
-    tools = {**registry.tools_for(name), **{t.spec.name: t for t in file_tools}}
+    tools = [*registry.tools_for(name), *file_tools]
     limits = _limits(registry.limits, max_iterations)
-    return ChatSetup(
-        registry.client_for(name), list(tools.values()), limits, messages, registry.aclose
-    )
+    return ChatSetup(registry.client_for(name), tools, limits, messages, registry.aclose)
 
 
 def _limits(base: RunLimits, max_iterations: int | None) -> RunLimits:

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from toolrelay import __version__
-from toolrelay.cli import admin, chat, replay, serve
+from toolrelay.cli import admin, chat, replay, serve, tools
 
 app = typer.Typer(
     name="toolrelay",
@@ -20,6 +20,7 @@ app.command("replay")(replay.replay)
 app.command("serve")(serve.serve)
 app.add_typer(admin.db_app, name="db")
 app.add_typer(admin.keys_app, name="keys")
+app.add_typer(tools.tools_app, name="tools")
 
 
 def _version(value: bool) -> None:

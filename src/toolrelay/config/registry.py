@@ -25,8 +25,10 @@ from toolrelay.adapters.tools import load_tools_from_file, load_tools_from_modul
 from toolrelay.adapters.user_code import import_user_file, import_user_module
 from toolrelay.config.settings import ModelRoute, Settings
 from toolrelay.config.sources import is_file_ref
-from toolrelay.engine.interfaces import ModelClient, Tool, tools_by_name
+from toolrelay.config.tool_servers import build_source
+from toolrelay.engine.interfaces import ModelClient, Tool, ToolSource, tools_by_name
 from toolrelay.engine.limits import RunLimits
+from toolrelay.engine.toolbox import Toolbox, ToolSubset
 from toolrelay.errors import ConfigError
 
 __all__ = ["Registry", "build_registry", "setup_hint"]
@@ -47,6 +49,13 @@ class Registry:
     task_model: str | None = None
     clients: dict[str, ModelClient] = field(default_factory=dict, repr=False)
     """One client per route, built by `build_registry` (their connection pools are lazy)."""
+    sources: dict[str, ToolSource] = field(default_factory=dict)
+    """`[[tool_servers]]` by name: one live source each, shared by every turn."""
+    toolbox: Toolbox = field(init=False, repr=False)
+    """Every tool and source: what `GET /api/tools` and `toolrelay tools list` show."""
+
+    def __post_init__(self) -> None:
+        self.toolbox = Toolbox(self.tools.values(), [ToolSubset(s) for s in self.sources.values()])
 
     def client_for(self, route: str) -> ModelClient:
         """The cached client of a route; `KeyError` for a name no route has."""
@@ -55,12 +64,22 @@ class Registry:
         except KeyError:
             raise KeyError(f"unknown model {route!r}") from None
 
-    def tools_for(self, route: str) -> dict[str, Tool]:
-        """The tools a route may offer the model: its `tools` list, or all of them."""
+    def tools_for(self, route: str) -> list[Tool | ToolSource]:
+        """What a route may offer the model: its `tools` list (tool or server names), or all.
+
+        Sources are handed out as views, so closing a turn's `Relay` never stops a
+        shared server; a name that is neither a tool nor a server picks that tool
+        out of the servers' lists.
+        """
         names = self.routes[route].tools
         if names is None:
-            return dict(self.tools)
-        return {name: self.tools[name] for name in names}
+            return [*self.tools.values(), *(ToolSubset(s) for s in self.sources.values())]
+        chosen: list[Tool | ToolSource] = [self.tools[n] for n in names if n in self.tools]
+        chosen += [ToolSubset(self.sources[n]) for n in names if n in self.sources]
+        rest = [n for n in names if n not in self.tools and n not in self.sources]
+        if rest:
+            chosen += [ToolSubset(s, rest) for s in self.sources.values()]
+        return chosen
 
     @property
     def task_client(self) -> ModelClient | None:
@@ -68,9 +87,14 @@ class Registry:
         return None if self.task_model is None else self.client_for(self.task_model)
 
     async def aclose(self) -> None:
-        """Close every client and every filter that holds a connection pool."""
+        """Close every client, tool server (no child process left) and pooled filter."""
         for client in self.clients.values():
             await client.aclose()
+        for source in self.sources.values():
+            try:
+                await source.aclose()
+            except Exception as exc:
+                log.warning("closing tool server %r failed: %s", source.name, exc)
         for item in self.filters:
             close = getattr(item, "aclose", None)
             if callable(close):
@@ -81,10 +105,11 @@ def build_registry(settings: Settings, *, env: Mapping[str, str] | None = None) 
     """Build clients, load tools and filters; `env` stands in for `os.environ` (API keys)."""
     environ: Mapping[str, str] = os.environ if env is None else env
     tools = _load_tools(settings.tools)
+    sources = _load_sources(settings)
     routes = {route.name: route for route in settings.models}
     for index, route in enumerate(settings.models):
-        unknown = [name for name in route.tools or [] if name not in tools]
-        if unknown:
+        unknown = [name for name in route.tools or [] if name not in tools and name not in sources]
+        if unknown and not sources:  # with servers, a name may be one of their tools
             raise ConfigError(f"models[{index}].tools: unknown tool {unknown[0]!r}")
     clients = {route.name: _client(route, environ) for route in settings.models}
     return Registry(
@@ -94,7 +119,18 @@ def build_registry(settings: Settings, *, env: Mapping[str, str] | None = None) 
         limits=settings.limits.to_run_limits(),
         task_model=settings.task_model,
         clients=clients,
+        sources=sources,
     )
+
+
+def _load_sources(settings: Settings) -> dict[str, ToolSource]:
+    """One source per `[[tool_servers]]` entry; names must be unique."""
+    sources: dict[str, ToolSource] = {}
+    for index, server in enumerate(settings.tool_servers):
+        if server.name in sources:
+            raise ConfigError(f"tool_servers[{index}]: name {server.name!r} is used twice")
+        sources[server.name] = build_source(server)
+    return sources
 
 
 def _api_key(route: ModelRoute, environ: Mapping[str, str]) -> str | None:

@@ -42,6 +42,7 @@ from toolrelay.config.sources import (
     PrefixedEnv,
     Provenance,
 )
+from toolrelay.config.tool_servers import ToolServer
 from toolrelay.engine.limits import RunLimits
 from toolrelay.errors import ConfigError
 
@@ -76,7 +77,7 @@ class ModelRoute(BaseModel):
     """The key itself: local development only (the registry logs a warning)."""
     params: dict[str, Any] = Field(default_factory=dict)
     tools: list[str] | None = None
-    """Tool names this route may use; None means every configured tool."""
+    """Tool names or tool-server names this route may use; None means every configured tool."""
     reasoning_replay: Literal["none", "reasoning_content", "think_tags"] = "none"
     stateful: bool = False
 
@@ -172,6 +173,8 @@ class Settings(BaseSettings):
     admin_key: str | None = Field(default=None, repr=False)
     models: list[ModelRoute] = Field(default_factory=list)
     tools: list[str] = Field(default_factory=list)
+    tool_servers: list[ToolServer] = Field(default_factory=list)
+    """MCP servers, OpenAPI servers and tool files (`[[tool_servers]]`), started lazily."""
     filters: list[str] = Field(default_factory=list)
     task_model: str | None = None
     limits: LimitsConfig = Field(default_factory=LimitsConfig)

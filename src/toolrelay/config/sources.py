@@ -150,6 +150,9 @@ class ConfigFile(TomlConfigSettingsSource):
             refs = data.get(key)
             if isinstance(refs, list):
                 data[key] = [resolve(r, base) if isinstance(r, str) else r for r in refs]
+        servers = data.get("tool_servers")
+        if isinstance(servers, list):
+            data["tool_servers"] = [_resolve_server(s, base) for s in servers]
         return data
 
 
@@ -212,6 +215,17 @@ def _resolve_file(ref: str, base: Path) -> str:
     if not is_file_ref(ref):
         return ref
     return str(base / Path(ref).expanduser())
+
+
+def _resolve_server(server: Any, base: Path) -> Any:
+    """A `[[tool_servers]]` table's `path` and `cwd` are relative to the config file."""
+    if not isinstance(server, dict):
+        return server
+    out = dict(server)
+    for key in ("path", "cwd"):
+        if isinstance(out.get(key), str):
+            out[key] = str(base / Path(out[key]).expanduser())
+    return out
 
 
 def _resolve_filter(ref: str, base: Path) -> str:

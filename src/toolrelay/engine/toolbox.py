@@ -13,14 +13,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable, Sequence
+import weakref
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from toolrelay.engine.interfaces import Tool, ToolSource
+from toolrelay.engine.interfaces import Tool, ToolContext, ToolSource
 
-__all__ = ["SourceStatus", "Toolbox", "ToolInfo"]
+__all__ = ["SourceStatus", "ToolInfo", "ToolSubset", "Toolbox"]
 
 log = logging.getLogger("toolrelay.tools")
+
+_REPORTED: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+"""The last failure logged per source, across toolboxes (a server builds one per turn)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,12 +79,15 @@ class Toolbox:
             raise
         except Exception as exc:  # one broken source must not cost the other tools
             message = f"{type(exc).__name__}: {exc}" if not str(exc) else str(exc)
-            if self._errors.get(source.name) != message:
+            key = getattr(source, "source", source)
+            if _REPORTED.get(key) != message:
                 log.warning("tool source %r is unavailable: %s", source.name, message)
+                _REPORTED[key] = message
             self._errors[source.name] = message
             self._listed.pop(source.name, None)
             return ()
-        if self._errors.pop(source.name, None) is not None:
+        self._errors.pop(source.name, None)
+        if _REPORTED.pop(getattr(source, "source", source), None) is not None:
             log.info("tool source %r is available again", source.name)
         self._listed[source.name] = found
         return found
@@ -129,3 +137,23 @@ class Toolbox:
                 await source.aclose()
             except Exception as exc:
                 log.warning("closing tool source %r failed: %s", source.name, exc)
+
+
+class ToolSubset:
+    """A shared source as one user sees it: some of its tools (None: all); closing it
+    leaves the source open for the others."""
+
+    def __init__(self, source: ToolSource, names: Collection[str] | None = None) -> None:
+        self.source = source
+        self.name = source.name
+        self.names = None if names is None else frozenset(names)
+
+    async def list(self) -> Sequence[Tool]:
+        found = await self.source.list()
+        return found if self.names is None else [t for t in found if t.spec.name in self.names]
+
+    async def call(self, name: str, arguments: dict[str, Any], context: ToolContext) -> Any:
+        return await self.source.call(name, arguments, context)
+
+    async def aclose(self) -> None:
+        return None

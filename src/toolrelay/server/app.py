@@ -24,7 +24,7 @@ from toolrelay.config.settings import Settings
 from toolrelay.server.auth import KeyCache
 from toolrelay.server.durability import Durability
 from toolrelay.server.errors import BodyLimit, JSONBody, install_error_handlers
-from toolrelay.server.routes import admin, chats, openai, responses
+from toolrelay.server.routes import admin, chats, openai, responses, tools
 from toolrelay.server.services import Services
 from toolrelay.server.turns import TurnManager
 
@@ -92,6 +92,6 @@ def create_app(settings: Settings, *, registry: Registry | None = None) -> FastA
             allow_headers=["*"],
         )
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
-    for module in (openai, responses, chats, admin):
+    for module in (openai, responses, chats, admin, tools):
         app.include_router(module.router)
     return app

@@ -95,7 +95,7 @@ class TurnManager:
         reg = self.registry
         return Relay(
             reg.client_for(route),
-            reg.tools_for(route).values(),
+            reg.tools_for(route),
             limits=reg.limits,
             store=store,
             filters=reg.filters,
