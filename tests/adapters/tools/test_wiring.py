@@ -101,7 +101,7 @@ async def test_registry_selects_tools_per_route_by_name_or_server(config: Path) 
 
 def test_duplicate_server_names_are_a_config_error(tmp_path: Path) -> None:
     server = {"name": "a", "kind": "python", "path": str(OWUI / "weather_tool.py")}
-    settings = Settings(tool_servers=[server, server], data_dir=tmp_path)  # type: ignore[list-item]
+    settings = Settings(tool_servers=[server, server], data_dir=tmp_path)
     with pytest.raises(ConfigError, match="used twice"):
         build_registry(settings)
 
