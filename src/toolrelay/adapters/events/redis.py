@@ -17,6 +17,7 @@ script too, so one caller wins. `end` sets a ttl on the three keys; `begin`
 and `acquire` remove it from the counter and the log (and seed a missing
 counter from `seq_base`). Live reads use `XREAD BLOCK` with a
 short timeout so `aclose` can stop subscribers without cancelling reads.
+When the last reader leaves, the pool's idle connections are closed.
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ from toolrelay.core.events import Event
 __all__ = ["RedisBus"]
 
 _EVENT_FIELD: Final = b"e"
+_IDLE_KEPT: Final = 4
+"""Idle connections kept open when the last reader leaves."""
 
 _PUBLISH: Final = """
 local seq = redis.call('INCR', KEYS[1])
@@ -302,6 +305,25 @@ class RedisBus:
         self._active -= 1
         if self._active == 0:
             self._idle.set()
+            if not self._closed:
+                cleanup = asyncio.ensure_future(self._release_idle())
+                self._cleanups.add(cleanup)
+                cleanup.add_done_callback(self._cleanups.discard)
+
+    async def _release_idle(self) -> None:
+        """Close the pool's idle connections (a few stay) once no reader is left.
+
+        redis-py keeps every connection a peak ever needed (each live reader
+        holds one in a blocking XREAD), so without this the open sockets stay at
+        the busiest moment's count. They are taken out of the pool before any
+        await, so no other task can pick one up while it closes. (redis-py has
+        no public way to do this: `disconnect(inuse_connections=False)` closes
+        connections that other tasks may take meanwhile.)
+        """
+        available: list[Any] = getattr(self._client.connection_pool, "_available_connections", [])
+        surplus = available[_IDLE_KEPT:]
+        del available[_IDLE_KEPT:]
+        await asyncio.gather(*(c.disconnect() for c in surplus), return_exceptions=True)
 
 
 def _decode(entry_id: bytes, fields: dict[bytes, bytes]) -> Envelope | None:
