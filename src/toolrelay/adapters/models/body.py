@@ -1,8 +1,11 @@
 """One upstream response body as raw chunks, guarded by the idle and total timeouts.
 
-`UpstreamBody` is what `ModelClient.open` returns (a `ModelStream`). Reading it
-runs inside one `asyncio.timeout` for the whole body, so asyncio itself turns
-an expiry into `TimeoutError` (and does the cancel/uncancel bookkeeping).
+`UpstreamBody` is what `ModelClient.open` returns (a `ModelStream`). Its reads
+run inside one `asyncio.Timeout`, entered at the first read and left when a
+read is cancelled, so asyncio itself tells its own expiry (`TimeoutError`)
+from a cancel that came from outside, with the cancel/uncancel bookkeeping.
+(Entered by hand rather than with `async with`, which would need a generator
+frame around every chunk: this is the hot path of every turn.)
 
 The timeout is not re-armed per chunk (that costs a timer per chunk): a lazy
 watchdog timer wakes up when the next deadline may have passed, and only when
@@ -15,7 +18,8 @@ The total timeout passing between reads is raised at the next read.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Final
 
@@ -72,8 +76,9 @@ class UpstreamBody:
         self._first = first
         self._deadlines = deadlines
         self._closed = first is None
-        self._reads: AsyncGenerator[bytes, None] | None = None
+        self._read = chunks.__anext__
         self._timeout: asyncio.Timeout | None = None
+        self._now: Callable[[], float] = time.monotonic  # the loop's clock once reading
         self._watch: asyncio.TimerHandle | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._last = 0.0
@@ -84,54 +89,66 @@ class UpstreamBody:
         return self
 
     async def __anext__(self) -> bytes:
+        timeout = self._timeout
+        if timeout is None or self._expired is not None:
+            timeout = await self._start_or_stop()
+            if timeout is None:  # the first chunk, read while opening
+                chunk, self._first = self._first, None
+                assert chunk is not None
+                return chunk
+        self._last = self._now()
+        if self._watch is None:
+            self._arm()
+        self._waiting = True
+        try:
+            chunk = await self._read()
+        except StopAsyncIteration:
+            await self.aclose()
+            raise
+        except asyncio.CancelledError as exc:
+            await self._cancelled(timeout, exc)
+            raise  # cancelled from outside: a cancel, not a timeout
+        except httpx.TransportError as exc:
+            await self.aclose()
+            raise lost_connection(exc) from exc
+        finally:
+            self._waiting = False
+        if self._expired is not None:  # expired as the chunk came in: it did come
+            timeout.reschedule(None)
+            self._expired = None
+        return chunk
+
+    async def _start_or_stop(self) -> asyncio.Timeout | None:
+        """Off the per-chunk path: the first chunk (None), a closed or expired body, or the
+        first real read, whose task enters the body's timeout."""
         if self._first is not None:
-            chunk, self._first = self._first, None
-            return chunk
+            return None
         if self._closed:
             await self.aclose()
             raise StopAsyncIteration
         if self._expired is not None:  # the total timeout passed between two reads
-            await self.aclose()
-            raise self._expired
-        if self._reads is None:  # the first read: its task owns the timeout from here on
-            self._reads = self._guarded_reads()
-        try:
-            return await anext(self._reads)
-        except StopAsyncIteration:
-            await self.aclose()
-            raise
-        except TimeoutError:
             expired = self._expired
             await self.aclose()
-            if expired is None:
-                raise
-            raise expired from None
-        except httpx.TransportError as exc:
-            await self.aclose()
-            raise lost_connection(exc) from exc
-
-    async def _guarded_reads(self) -> AsyncGenerator[bytes, None]:
-        """Every remaining chunk, all read inside one timeout the watchdog may expire."""
+            raise expired
         loop = self._loop = asyncio.get_running_loop()
-        async with asyncio.timeout(None) as timeout:
-            self._timeout = timeout
-            while True:
-                self._last = loop.time()
-                if self._watch is None:
-                    self._arm(loop)
-                self._waiting = True
-                try:
-                    chunk = await anext(self._chunks, None)
-                finally:
-                    self._waiting = False
-                if self._expired is not None:  # expired as the chunk came in: it did come
-                    timeout.reschedule(None)
-                    self._expired = None
-                if chunk is None:
-                    return
-                yield chunk
+        self._now = loop.time
+        timeout = self._timeout = asyncio.timeout(None)
+        await timeout.__aenter__()  # left by `_cancelled`; reads in between run inside it
+        return timeout
 
-    def _arm(self, loop: asyncio.AbstractEventLoop) -> None:
+    async def _cancelled(self, guard: asyncio.Timeout, exc: asyncio.CancelledError) -> None:
+        """Leave the timeout: asyncio tells its own expiry (TimeoutError) from an outside cancel."""
+        self._timeout = None
+        try:
+            await guard.__aexit__(type(exc), exc, exc.__traceback__)
+        except TimeoutError:
+            expired = self._expired or timeout_error(self._deadlines.timeouts.idle, total=False)
+            await self.aclose()
+            raise expired from None
+
+    def _arm(self) -> None:
+        loop = self._loop
+        assert loop is not None
         self._watch = loop.call_at(self._due()[0], self._check, loop)
 
     def _due(self) -> tuple[float, bool]:
@@ -150,10 +167,10 @@ class UpstreamBody:
         now = loop.time()
         at, total = self._due()
         if now < at:
-            self._arm(loop)
+            self._arm()
         elif not self._waiting and not total:
             self._last = now  # the consumer, not the server, is slow: a new idle period
-            self._arm(loop)
+            self._arm()
         else:
             timeouts = self._deadlines.timeouts
             seconds = timeouts.total if total and timeouts.total else timeouts.idle
@@ -168,14 +185,11 @@ class UpstreamBody:
             self._watch = None
         self._closed = True
         self._first = None
-        reads, self._reads = self._reads, None
         try:
-            if reads is not None:
-                await reads.aclose()
             closer = getattr(self._chunks, "aclose", None)
             if closer is not None:
                 await closer()
-        except RuntimeError:  # a generator is mid-read in another task; the response close ends it
+        except RuntimeError:  # mid-read in another task: closing the response ends that read
             pass
         finally:
             await self.response.aclose()
