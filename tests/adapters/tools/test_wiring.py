@@ -93,6 +93,7 @@ async def test_registry_selects_tools_per_route_by_name_or_server(config: Path) 
         assert sorted(await everything.tools()) == ["add", "get_weather", "pid"]
         # a turn's toolbox closing its views leaves the shared server running
         await picked.aclose()
+        await everything.aclose()
         assert registry.sources["ours"].connection.alive  # type: ignore[attr-defined]
     finally:
         await registry.aclose()
