@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench setup services node wheel
+.PHONY: run test lint bench setup services node wheel fuzz
 NODE_STAMP := tests/node/node_modules/.installed
 
 # pip >= 25.1 reads PEP 735 dependency groups (`--group dev`), hence the upgrade first.
@@ -41,6 +41,10 @@ wheel: $(STAMP)
 
 test: $(STAMP) lint services node wheel
 	$(BIN)/pytest -q -n 2 -p no:cacheprovider
+
+# The property tests with their long budget (tests/patience.py: fuzz_budget).
+fuzz: $(STAMP)
+	TOOLRELAY_FUZZ=1 $(BIN)/pytest -q -p no:cacheprovider tests/core
 
 bench: $(STAMP) node
 	$(BIN)/python -m benchmarks

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.patience import fuzz_budget
 from toolrelay.core.items import Item
 from toolrelay.core.responses import ReduceMeta, reduce_event, response_object_to_output
 
@@ -896,7 +897,9 @@ events = st.fixed_dictionaries(
 )
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=fuzz_budget(200), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 @given(st.lists(events, max_size=5), st.lists(items, max_size=4))
 def test_random_events_never_raise_and_never_mutate(
     stream: list[dict[str, Any]], output: list[Item]
@@ -1248,7 +1251,9 @@ def test_batched_deltas_equal_event_by_event_reduction(path: Path) -> None:
     assert acc.output == _reduce_all(events)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=fuzz_budget(300), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 @given(st.lists(items, min_size=1, max_size=4), st.lists(events, max_size=12))
 def test_batched_deltas_equal_reduction_for_random_streams(
     start: list[Item], stream: list[dict[str, Any]]
