@@ -8,6 +8,7 @@ import anyio
 import pytest
 import redis.asyncio as aioredis
 
+from tests.patience import HANG
 from toolrelay.adapters.events import EventBus, clock_seq_base
 from toolrelay.adapters.events.memory import MemoryBus
 from toolrelay.adapters.events.redis import RedisBus
@@ -90,7 +91,7 @@ async def test_send_control_says_how_many_listeners_got_it(bus: EventBus) -> Non
     collector = Collector()
     async with anyio.create_task_group() as tg:
         tg.start_soon(collector.run, bus.control(CHAT))
-        with anyio.fail_after(2):
+        with anyio.fail_after(HANG):
             while not collector.items:
                 delivered = await bus.send_control(CHAT, {"probe": True})
                 await anyio.sleep(0.01)
