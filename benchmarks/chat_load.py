@@ -48,6 +48,9 @@ class Report:
     chats: int
     rounds: int
     statuses: collections.Counter[int] = field(default_factory=collections.Counter)
+    dropped: int = 0
+    """Requests whose connection failed with no HTTP answer (counted, not retried)."""
+    drops: collections.Counter[str] = field(default_factory=collections.Counter)
     lost: int = 0
     """Answers not saved whole and `completed`."""
     stuck: int = 0
@@ -79,12 +82,16 @@ async def _chat(client: httpx.AsyncClient, rounds: int, report: Report) -> str:
     report.statuses[created.status_code] += 1
     chat_id = str(created.json()["id"])
     for round_ in range(rounds):
-        posted = await client.post(
-            f"/api/chats/{chat_id}/messages", json={"content": f"question {round_}"}
-        )
-        report.statuses[posted.status_code] += 1
-        if posted.status_code == 202:
-            await _until_end(client, chat_id)
+        try:
+            posted = await client.post(
+                f"/api/chats/{chat_id}/messages", json={"content": f"question {round_}"}
+            )
+            report.statuses[posted.status_code] += 1
+            if posted.status_code == 202:
+                await _until_end(client, chat_id)
+        except httpx.TransportError as exc:
+            report.dropped += 1
+            report.drops[f"{type(exc).__name__} on {exc.request.method}"] += 1
     return chat_id
 
 
@@ -105,7 +112,10 @@ async def _stuck(client: httpx.AsyncClient, chat_ids: list[str]) -> int:
 
 
 def _client(base_url: str, n: int) -> httpx.AsyncClient:
-    limits = httpx.Limits(max_connections=2 * n + 10, max_keepalive_connections=2 * n + 10)
+    """Idle connections expire before uvicorn's 5 s keep-alive, so none is reused as it closes."""
+    limits = httpx.Limits(
+        max_connections=2 * n + 10, max_keepalive_connections=2 * n + 10, keepalive_expiry=2
+    )
     headers = {"Authorization": f"Bearer {ADMIN_KEY}"}
     return httpx.AsyncClient(base_url=base_url, headers=headers, timeout=300, limits=limits)
 
@@ -212,7 +222,8 @@ def _line(name: str, report: Report, straight: float) -> str:
     grew = (report.rss_kib[1] - report.rss_kib[0]) / 1024
     return (
         f"{name:<18}{report.chats:>6}{report.rounds:>4}{per_round:>10.2f}s"
-        f"{per_round / straight:>8.1f}x{report.lost:>6}{report.stuck:>7}{report.server_errors:>6}"
+        f"{per_round / straight:>8.1f}x{report.lost:>6}{report.stuck:>7}"
+        f"{report.server_errors:>6}{report.dropped:>6}"
         f"{report.fds[0]:>7}->{report.fds[1]:<5}{grew:>+8.1f} MiB"
     )
 
@@ -222,7 +233,7 @@ def run(*, quick: bool = False) -> None:
     print(f"\nchat API load: {chats} chats x {rounds} rounds, {tokens}-token answers")
     print(
         f"{'setup':<18}{'chats':>6}{'R':>4}{'per round':>11}{'vs up':>9}{'lost':>6}"
-        f"{'stuck':>7}{'5xx':>6}{'fds base->after':>16}{'RSS':>13}"
+        f"{'stuck':>7}{'5xx':>6}{'drop':>6}{'fds base->after':>16}{'RSS':>13}"
     )
     with upstream_answering(tokens) as upstream, tempfile.TemporaryDirectory() as tmp:
         straight = asyncio.run(_straight(upstream.base_url, chats))

@@ -117,7 +117,16 @@ def test_a_killed_turn_is_failed_with_its_checkpoint_and_the_chat_goes_on(
                     assert all(seq > last_id for seq, _ in ended)
                     last_id = ended[-1][0]
                     accepted = client.post(f"/api/chats/{chat_id}/messages", json={"content": "2"})
-                else:  # the dead worker's lease must expire first
+                else:  # the dead worker's lease must expire first; a follower then sees it
+                    wait_for(
+                        lambda: (
+                            read_events(client, chat_id, limit=1)[0][1]["data"]["messages"][-1][
+                                "status"
+                            ]
+                            == "failed"
+                        ),
+                        "the turn repaired once its lease expired",
+                    )
                     accepted = post_until_accepted(client, chat_id)
                     repaired = client.get(f"/api/chats/{chat_id}").json()["messages"][1]
                 assert accepted.status_code == 202

@@ -3,7 +3,7 @@
 Real sockets end to end: the fake upstream, a `toolrelay serve` child, many
 clients at once. Nothing may be lost or stuck, no request may fail with a
 5xx, and the server's open fds must come back to the baseline measured after
-a warm-up wave of the same size.
+a warm-up wave of the same size (within the few a pool may keep).
 """
 
 from __future__ import annotations
@@ -39,6 +39,8 @@ def test_concurrent_chat_turns_lose_nothing_and_leak_nothing(setup: str, tmp_pat
                 report = run_load(server, CHATS, ROUNDS, TOKENS)
     assert set(report.statuses) <= {201, 202}, report.statuses
     assert report.statuses[202] == CHATS * ROUNDS
-    assert (report.lost, report.stuck, report.server_errors) == (0, 0, 0)
+    assert (report.lost, report.stuck, report.server_errors, report.dropped) == (0, 0, 0, 0)
     baseline, after = report.fds
-    assert after <= baseline, f"open fds grew from {baseline} to {after}"
+    # pools keep up to their size open, so a few more than after the warm-up may stay;
+    # a leak of one per turn would be 80 more
+    assert after <= baseline + 4, f"open fds grew from {baseline} to {after}"

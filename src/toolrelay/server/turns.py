@@ -110,6 +110,25 @@ class TurnManager:
         """At start-up: turns a stopped server left `in_progress` become `failed`."""
         return await repair_orphans(self.store, self.bus, self.durability)
 
+    async def settle(self, chat_id: str) -> int:
+        """Fail the chat's turns left `in_progress` by a worker whose lease ran out.
+
+        Called when someone looks at a chat with no running turn, so a dead
+        worker's turn is repaired (and its followers told) once its lease expires.
+        """
+        if chat_id in self._running or not await self.store.in_progress_turns(chat_id=chat_id):
+            return 0
+        name = channel(chat_id)
+        if await self.bus.acquire(name, ttl=self.durability.lease_ttl) is None:
+            return 0  # still held: the turn runs somewhere, or its lease has not run out
+        try:
+            turns = await fail_orphans(self.store, chat_id)
+            for event in failure_events(turns[-1]) if turns else []:
+                await self.bus.publish(name, event)
+        finally:
+            await asyncio.shield(self.bus.end(name))
+        return len(turns)
+
     async def start(
         self,
         chat_id: str,

@@ -207,6 +207,8 @@ async def _sse(
     svc: Services, chat_id: str, resume: int | None, request: Request
 ) -> AsyncIterator[bytes]:
     name = channel(chat_id)
+    if not await svc.turns.running(chat_id):
+        await svc.turns.settle(chat_id)  # a dead worker's turn, its lease run out
     if resume is not None and resume > await svc.bus.last_seq(name):
         resume = None  # from another life of the chat (or made up): start afresh
     if resume is None:
