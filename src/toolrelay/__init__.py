@@ -15,7 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from toolrelay.adapters.models import Ollama, OpenAIChat, OpenAIResponses
-    from toolrelay.adapters.tools import PythonTool, tool
+    from toolrelay.adapters.tools import PythonTool, ToolFile, tool
+    from toolrelay.adapters.tools.mcp import MCPServer
+    from toolrelay.adapters.tools.openapi import OpenAPIServer
+    from toolrelay.adapters.tools.owui import OpenWebUIFilter, OpenWebUITools
     from toolrelay.core.events import Event
     from toolrelay.engine.conversation import Conversation
     from toolrelay.engine.finish import RunResult
@@ -25,6 +28,7 @@ if TYPE_CHECKING:
         ModelStream,
         Tool,
         ToolContext,
+        ToolSource,
         ToolSpec,
     )
     from toolrelay.engine.limits import RunLimits
@@ -35,12 +39,16 @@ _WHERE = {
     "ConfigError": "toolrelay.errors",
     "Conversation": "toolrelay.engine.conversation",
     "Event": "toolrelay.core.events",
+    "MCPServer": "toolrelay.adapters.tools.mcp",
     "ModelClient": "toolrelay.engine.interfaces",
     "ModelRequest": "toolrelay.engine.interfaces",
     "ModelStream": "toolrelay.engine.interfaces",
     "Ollama": "toolrelay.adapters.models",
     "OpenAIChat": "toolrelay.adapters.models",
     "OpenAIResponses": "toolrelay.adapters.models",
+    "OpenAPIServer": "toolrelay.adapters.tools.openapi",
+    "OpenWebUIFilter": "toolrelay.adapters.tools.owui",
+    "OpenWebUITools": "toolrelay.adapters.tools.owui",
     "ProviderError": "toolrelay.errors",
     "PythonTool": "toolrelay.adapters.tools",
     "Relay": "toolrelay.engine.relay",
@@ -49,6 +57,8 @@ _WHERE = {
     "Tool": "toolrelay.engine.interfaces",
     "ToolContext": "toolrelay.engine.interfaces",
     "ToolError": "toolrelay.errors",
+    "ToolFile": "toolrelay.adapters.tools",
+    "ToolSource": "toolrelay.engine.interfaces",
     "ToolSpec": "toolrelay.engine.interfaces",
     "ToolrelayError": "toolrelay.errors",
     "tool": "toolrelay.adapters.tools",
@@ -58,12 +68,16 @@ __all__ = [
     "ConfigError",
     "Conversation",
     "Event",
+    "MCPServer",
     "ModelClient",
     "ModelRequest",
     "ModelStream",
     "Ollama",
     "OpenAIChat",
     "OpenAIResponses",
+    "OpenAPIServer",
+    "OpenWebUIFilter",
+    "OpenWebUITools",
     "ProviderError",
     "PythonTool",
     "Relay",
@@ -72,6 +86,8 @@ __all__ = [
     "Tool",
     "ToolContext",
     "ToolError",
+    "ToolFile",
+    "ToolSource",
     "ToolSpec",
     "ToolrelayError",
     "tool",

@@ -131,6 +131,17 @@ def test_api_tools_lists_every_tool_with_source_and_status(
                 "/v1/chat/completions",
                 json={"model": "picked", "messages": [{"role": "user", "content": "2+3?"}]},
             )
+            bad = client.put("/api/tools/weather/user-valves", json={"city_alias": [1]})
+            unknown = client.put("/api/tools/ours/user-valves", json={})
+            saved = client.put("/api/tools/weather/user-valves", json={"city_alias": "home"})
+            upstream.script(
+                SSEReply(chat_chunks(tool_calls=[ToolCallSpec("get_weather", {"city": "Oslo"})])),
+                SSEReply(chat_chunks(text="ok")),
+            )
+            client.post(
+                "/v1/chat/completions",
+                json={"model": "picked", "messages": [{"role": "user", "content": "weather?"}]},
+            )
     tools = {(t["name"], t["source"], t["status"]) for t in body["data"]}
     assert tools == {("add", "ours", "ok"), ("pid", "ours", "ok"), ("get_weather", "weather", "ok")}
     servers = {s["name"]: s for s in body["servers"]}
@@ -140,6 +151,11 @@ def test_api_tools_lists_every_tool_with_source_and_status(
     assert answer.json()["choices"][0]["message"]["content"] == "5"
     fed_back = upstream.requests[1].json["messages"][-1]
     assert fed_back == {"role": "tool", "tool_call_id": fed_back["tool_call_id"], "content": "5"}
+    assert bad.status_code == 400 and "UserValves" in bad.text
+    assert unknown.status_code == 404
+    assert saved.status_code == 200
+    weather = upstream.requests[3].json["messages"][-1]["content"]
+    assert weather == "Oslo (home): sunny, 70°F, key=none"  # this user's valves, the file's valves
 
 
 def test_cli_tools_list(config: Path) -> None:
