@@ -193,8 +193,8 @@ async def test_filters_from_file_module_and_url(tmp_path: Path) -> None:
     )
     registry = build_registry(settings, env={})
     first, second = registry.filters
-    assert type(first).__name__ == "Filter"
-    assert first.inlet({}) == {"seen": True}
+    assert type(first).__name__ == "OpenWebUIFilter"  # a file's `class Filter`, the Open WebUI way
+    assert await first.inlet({}) == {"seen": True}
     assert isinstance(second, HttpOutlet)
     assert second.url == "http://pipelines:9099/f/filter/outlet"
     await registry.aclose()

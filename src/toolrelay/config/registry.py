@@ -115,7 +115,7 @@ def build_registry(settings: Settings, *, env: Mapping[str, str] | None = None) 
     return Registry(
         routes=routes,
         tools=tools,
-        filters=[_load_filter(ref) for ref in settings.filters],
+        filters=_by_priority([_load_filter(ref) for ref in settings.filters]),
         limits=settings.limits.to_run_limits(),
         task_model=settings.task_model,
         clients=clients,
@@ -187,6 +187,13 @@ def _load_filter(ref: str) -> Any:
     if not sep or not target or not attr:
         raise ConfigError(f"filters: {ref!r} must be 'module:attr', 'file.py:attr' or a URL")
     label = f"filters: {ref!r}"
+    if is_file_ref(target) and attr == "Filter":
+        from toolrelay.adapters.tools.owui import OpenWebUIFilter
+
+        try:
+            return OpenWebUIFilter(target)  # valves, user valves, priority, toggle, reserved params
+        except ConfigError as exc:
+            raise ConfigError(f"{label}: {exc}") from None
     if is_file_ref(target):
         module = import_user_file(target, label=label, prefix=_FILTER_MODULE_PREFIX)
     else:
@@ -200,6 +207,18 @@ def _load_filter(ref: str) -> Any:
     if not any(callable(getattr(obj, m, None)) for m in ("inlet", "outlet")):
         raise ConfigError(f"filters: {ref!r} has neither inlet nor outlet")
     return obj
+
+
+def _by_priority(filters: list[Any]) -> list[Any]:
+    """Open WebUI's order: lowest `valves.priority` first; ties keep the config's order."""
+
+    def priority(item: Any) -> int:
+        value = getattr(item, "priority", None)
+        if not isinstance(value, int):
+            value = getattr(getattr(item, "valves", None), "priority", 0)
+        return value if isinstance(value, int) else 0
+
+    return sorted(filters, key=priority)
 
 
 def _instantiate(cls: type, ref: str) -> Any:

@@ -151,7 +151,7 @@ def test_api_tools_lists_every_tool_with_source_and_status(
     assert answer.json()["choices"][0]["message"]["content"] == "5"
     fed_back = upstream.requests[1].json["messages"][-1]
     assert fed_back == {"role": "tool", "tool_call_id": fed_back["tool_call_id"], "content": "5"}
-    assert bad.status_code == 400 and "UserValves" in bad.text
+    assert bad.status_code == 400 and "UserValves" in bad.text, bad.text
     assert unknown.status_code == 404
     assert saved.status_code == 200
     weather = upstream.requests[3].json["messages"][-1]["content"]
@@ -197,3 +197,9 @@ def test_cli_chat_with_mcp_openwebui_file_flags(upstream: FakeModelServer) -> No
 def test_models_route_selection_is_kept_in_settings() -> None:
     route = ModelRoute(name="r", base_url="http://x", model="m", tools=["ours", "add"])
     assert route.tools == ["ours", "add"]
+
+
+def test_filter_files_in_config_run_in_priority_order(tmp_path: Path) -> None:
+    refs = [f"{OWUI / 'word_limit_filter.py'}:Filter", f"{OWUI / 'prefix_toggle_filter.py'}:Filter"]
+    registry = build_registry(Settings(filters=refs, data_dir=tmp_path))
+    assert [f.id for f in registry.filters] == ["prefix_toggle_filter", "word_limit_filter"]

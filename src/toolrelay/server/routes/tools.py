@@ -6,6 +6,8 @@ from typing import Any
 
 from fastapi import APIRouter
 
+from toolrelay.errors import ConfigError
+from toolrelay.server.errors import APIError
 from toolrelay.server.services import ServicesDep, UserDep
 
 router = APIRouter()
@@ -25,3 +27,19 @@ async def list_tools(svc: ServicesDep, _: UserDep) -> dict[str, Any]:
         if i.name
     ]
     return {"data": tools, "servers": servers}
+
+
+@router.put("/api/tools/{server}/user-valves")
+async def set_user_valves(
+    server: str, values: dict[str, Any], svc: ServicesDep, user: UserDep
+) -> dict[str, Any]:
+    """The caller's own `UserValves` for an Open WebUI tool file (checked now, used per call)."""
+    source = svc.registry.sources.get(server)
+    setter = getattr(source, "set_user_valves", None)
+    if source is None or not callable(setter):
+        raise APIError(404, f"No tool file with user valves named '{server}'.", code="not_found")
+    try:
+        setter(user.id, values)
+    except ConfigError as exc:
+        raise APIError(400, str(exc), code="invalid_valves") from None
+    return {"server": server, "valves": values}
