@@ -225,3 +225,17 @@ def test_unknown_events_and_items_are_ignored() -> None:
     renderer.feed(added(0, {"type": "web_search_call", "id": "ws_1"}))
     assert renderer.blocks == []
     assert renderer.done is False
+
+
+def test_a_running_call_shows_its_latest_progress() -> None:
+    renderer = Renderer(clock=_clock(0.0))
+    renderer.feed(added(0, call("fc_1", "call_1", "copy")))
+    renderer.feed(done(0, call("fc_1", "call_1", "copy", "{}")))
+    renderer.feed(Event(ev.TOOL_PROGRESS, {"call_id": "call_1", "progress": 1, "total": 4}))
+    renderer.feed(
+        Event(ev.TOOL_PROGRESS, {"call_id": "call_1", "progress": 2, "total": 4, "message": "b"})
+    )
+    renderer.feed(Event(ev.TOOL_PROGRESS, {"call_id": "nobody", "progress": 9}))
+    assert "copy()  2/4 b" in text_of(renderer.render())
+    renderer.feed(done(1, call_output("call_1", "copied")))
+    assert "2/4" not in text_of(renderer.render())

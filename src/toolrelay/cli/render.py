@@ -57,6 +57,8 @@ class ToolBlock:
     arguments: str = ""
     state: ToolState = "streaming"
     result: str = ""
+    progress: str = ""
+    """The latest `tool:progress` of a running call (`2/5 copying`)."""
 
     @property
     def finished(self) -> bool:
@@ -146,6 +148,14 @@ class Renderer:
             self._items[block.key] = block
         elif not isinstance(block, ErrorBlock):
             self._items[block.key] = block
+
+    def _on_progress(self, data: Mapping[str, Any]) -> None:
+        block = self._calls.get(str(data.get("call_id")))
+        if block is None:
+            return
+        done, total, message = data.get("progress"), data.get("total"), data.get("message")
+        amount = f"{done:g}/{total:g}" if isinstance(total, int | float) else f"{done}"
+        block.progress = f"{amount} {message}" if message else amount
 
     def _tool_output(self, item: Mapping[str, Any]) -> None:
         call_id = str(item.get("call_id", ""))
@@ -261,6 +271,8 @@ class Renderer:
     def _tool_view(self, block: ToolBlock) -> RenderableType:
         call = Text(f"{block.name}({_call_args(block.arguments, self._args_chars)})")
         if not block.finished:
+            if block.progress:
+                call = Text.assemble(call, Text(f"  {block.progress}", style="dim"))
             return Spinner("dots", call)
         if block.state == "done":
             mark, style = Text("✓ ", style="green"), "dim"
@@ -373,5 +385,6 @@ _HANDLERS: dict[str, Callable[[Renderer, Mapping[str, Any]], None]] = {
     ev.FUNCTION_CALL_ARGUMENTS_DELTA: Renderer._on_args_delta,
     ev.FUNCTION_CALL_ARGUMENTS_DONE: Renderer._on_args_done,
     ev.CHAT_MESSAGE_ERROR: Renderer._on_error,
+    ev.TOOL_PROGRESS: Renderer._on_progress,
     ev.CHAT_COMPLETION: Renderer._on_completion,
 }
