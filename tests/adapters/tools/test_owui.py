@@ -147,3 +147,13 @@ async def test_filters_plug_into_relay_inlets_and_outlets() -> None:
 def test_a_file_without_the_class_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="class Filter"):
         OpenWebUIFilter(FILES / "weather_tool.py")
+
+
+async def test_stream_filters_change_each_chunk_the_model_sends() -> None:
+    from toolrelay.adapters.tools.owui import StreamFiltered
+
+    limit = OpenWebUIFilter(FILES / "word_limit_filter.py")
+    model = ScriptedModel(reply(["oh ", "darn ", "it"]))
+    async with Relay(StreamFiltered(model, [limit]), tasks=()) as relay:
+        result = await relay.run("hi")
+    assert result.text == "oh d**n it"

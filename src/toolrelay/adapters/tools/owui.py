@@ -9,7 +9,8 @@ reserved parameters (`__user__` with its `valves`, `__event_emitter__`,
 mapped to ours (`citation` → `source`; `status`, `message`, `notification`
 keep their names), `self.citation` (True: each result becomes a source).
 Filters: `inlet`, `stream`, `outlet`, ordered by `valves.priority`, and a
-`toggle` filter runs only when the request names it in `filter_ids`.
+`toggle` filter runs only when the request names it in `filter_ids`;
+`StreamFiltered` wraps a model client so `stream` sees every SSE chunk.
 
 It does not install a file's `requirements`: they must already be importable.
 """
@@ -22,6 +23,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from toolrelay.adapters.tools.loader import import_tool_file
 from toolrelay.adapters.tools.python import PythonTool
 from toolrelay.core import events as ev
@@ -29,7 +32,7 @@ from toolrelay.core.tool_results import normalise_result
 from toolrelay.engine.interfaces import Tool, ToolContext
 from toolrelay.errors import ConfigError, ToolError
 
-__all__ = ["OpenWebUIFilter", "OpenWebUITools", "front_matter", "load_filters"]
+__all__ = ["OpenWebUIFilter", "OpenWebUITools", "StreamFiltered", "front_matter", "load_filters"]
 
 _FIELD = re.compile(r"^\s*([A-Za-z_][\w ]*?)\s*:\s*(.*?)\s*$")
 _EVENT_NAMES = {"citation": ev.SOURCE, "source": ev.SOURCE}
@@ -266,3 +269,60 @@ def load_filters(
     """Filter files in priority order (lowest first, as Open WebUI runs them); stable for ties."""
     filters = [OpenWebUIFilter(p, valves=(valves or {}).get(Path(p).stem)) for p in paths]
     return sorted(filters, key=lambda f: f.priority)
+
+
+class StreamFiltered:
+    """A model client whose SSE chunks pass through filters' `stream(event)` (Open WebUI's
+    per-chunk hook): `Relay(StreamFiltered(model, filters), filters=filters)`.
+
+    Only `data:` lines of SSE bodies are touched; NDJSON and JSON bodies pass as they are.
+    """
+
+    def __init__(self, model: Any, filters: Sequence[Any]) -> None:
+        self.model = model
+        self.filters = [f for f in filters if callable(getattr(f, "stream", None))]
+
+    async def open(self, request: Any) -> Any:
+        stream = await self.model.open(request)
+        if not self.filters or stream.format != "sse":
+            return stream
+        return _FilteredStream(stream, self.filters)
+
+    async def aclose(self) -> None:
+        await self.model.aclose()
+
+
+class _FilteredStream:
+    def __init__(self, inner: Any, filters: Sequence[Any]) -> None:
+        self.inner = inner
+        self.format = inner.format
+        self.filters = filters
+
+    def __aiter__(self) -> Any:
+        return self._lines()
+
+    async def _lines(self) -> Any:
+        buffer = b""
+        async for piece in self.inner:
+            buffer += piece
+            *lines, buffer = buffer.split(b"\n")
+            if lines:
+                yield b"".join([await self._line(line) + b"\n" for line in lines])
+        if buffer:
+            yield await self._line(buffer)
+
+    async def _line(self, line: bytes) -> bytes:
+        body = line.rstrip(b"\r")
+        if not body.startswith(b"data:") or body[5:].strip() == b"[DONE]":
+            return line
+        try:
+            event = orjson.loads(body[5:])
+        except orjson.JSONDecodeError:
+            return line
+        for f in self.filters:
+            changed = await _maybe_await(f.stream(event))
+            event = changed if isinstance(changed, dict) else event
+        return b"data: " + orjson.dumps(event)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
