@@ -112,10 +112,15 @@ def build_registry(settings: Settings, *, env: Mapping[str, str] | None = None) 
         if unknown and not sources:  # with servers, a name may be one of their tools
             raise ConfigError(f"models[{index}].tools: unknown tool {unknown[0]!r}")
     clients = {route.name: _client(route, environ) for route in settings.models}
+    filters = _by_priority([_load_filter(ref) for ref in settings.filters])
+    if any(callable(getattr(f, "stream", None)) for f in filters):
+        from toolrelay.adapters.tools.owui import StreamFiltered
+
+        clients = {name: StreamFiltered(c, filters) for name, c in clients.items()}
     return Registry(
         routes=routes,
         tools=tools,
-        filters=_by_priority([_load_filter(ref) for ref in settings.filters]),
+        filters=filters,
         limits=settings.limits.to_run_limits(),
         task_model=settings.task_model,
         clients=clients,

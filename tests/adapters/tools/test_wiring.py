@@ -203,3 +203,19 @@ def test_filter_files_in_config_run_in_priority_order(tmp_path: Path) -> None:
     refs = [f"{OWUI / 'word_limit_filter.py'}:Filter", f"{OWUI / 'prefix_toggle_filter.py'}:Filter"]
     registry = build_registry(Settings(filters=refs, data_dir=tmp_path))
     assert [f.id for f in registry.filters] == ["prefix_toggle_filter", "word_limit_filter"]
+
+
+async def test_a_config_filter_with_stream_sees_every_chunk(
+    tmp_path: Path, upstream: FakeModelServer
+) -> None:
+    from toolrelay import Relay
+
+    route = ModelRoute(name="r", base_url=upstream.base_url, model="m")
+    ref = f"{OWUI / 'word_limit_filter.py'}:Filter"
+    registry = build_registry(Settings(models=[route], filters=[ref], data_dir=tmp_path))
+    upstream.script(SSEReply(chat_chunks(text=["oh ", "darn"])))
+    relay = Relay(registry.client_for("r"), filters=registry.filters, tasks=())
+    try:
+        assert (await relay.run("hi")).text == "oh d**n [checked]"  # stream, then outlet
+    finally:
+        await registry.aclose()
