@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.patience import fuzz_budget
 from toolrelay.core.chat_completions import (
     ChatCompletionsDecoder,
     arguments_text,
@@ -564,7 +565,7 @@ json_values = st.recursive(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=fuzz_budget(200), deadline=None)
 @given(st.lists(json_values, max_size=6))
 def test_feed_never_raises(values: list[Any]) -> None:
     decoder = ChatCompletionsDecoder()
@@ -596,7 +597,7 @@ fragments = st.fixed_dictionaries(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=fuzz_budget(200), deadline=None)
 @given(st.lists(st.lists(fragments | json_values, max_size=3), max_size=8))
 def test_slots_are_introduced_once_in_order(batches: list[list[Any]]) -> None:
     decoder = ChatCompletionsDecoder()

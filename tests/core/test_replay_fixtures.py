@@ -19,6 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.patience import fuzz_budget
 from toolrelay.core.body import BodyReader
 from toolrelay.core.formats.content import detect_format
 
@@ -68,7 +69,9 @@ def test_every_fixture_has_an_expectation() -> None:
     assert missing == []
 
 
-@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@settings(
+    max_examples=fuzz_budget(150), suppress_health_check=[HealthCheck.too_slow], deadline=None
+)
 @given(st.data())
 def test_any_cut_of_any_fixture_gives_the_same_result(data: st.DataObject) -> None:
     path = data.draw(st.sampled_from(BODIES))
@@ -83,7 +86,7 @@ def test_byte_by_byte_equals_whole_for_every_fixture() -> None:
         assert replay(body, list(range(len(body)))) == replay(body), path
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=fuzz_budget(300), deadline=None)
 @given(st.binary(max_size=400), st.sampled_from(["sse", "ndjson", "json"]))
 def test_garbage_never_raises(body: bytes, fmt: str) -> None:
     reader = BodyReader(fmt)  # type: ignore[arg-type]
@@ -94,7 +97,7 @@ def test_garbage_never_raises(body: bytes, fmt: str) -> None:
     assert result.error is None or isinstance(result.error, str)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=fuzz_budget(200), deadline=None)
 @given(
     st.lists(
         st.recursive(

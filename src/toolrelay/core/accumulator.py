@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, cast
 
 from toolrelay.core import events as ev
+from toolrelay.core.chat_completions import arguments_text
 from toolrelay.core.deltas import (
     CitationDelta,
     Delta,
@@ -376,13 +377,13 @@ class Accumulator:
         self._responses_mode = True
         out: list[Event] = []
         self._items, meta = reduce_event(event, self._deltas.fold(self._items))
-        index = event.get("output_index")
-        if index.__class__ is int:
+        index, kind = event.get("output_index"), event.get("type")
+        if index.__class__ is int and kind.__class__ is str:  # forwarded to listeners as is
             data = dict(event)
             del data["type"]
             data.pop("sequence_number", None)
             data["output_index"] = self._offset + index
-            out.append(Event(str(event.get("type")), data))
+            out.append(Event(kind, data))
         if meta is not None:
             if meta.response_id:
                 self.response_id = meta.response_id
@@ -435,7 +436,7 @@ class Accumulator:
         parts = split_calls([item]) if status == "completed" else [item]  # type: ignore[list-item]
         first = dict(parts[0])
         if parts[0] is not item:
-            first["id"] = item["id"]  # the client replaces the item it already shows
+            first["id"] = item.get("id")  # the client replaces the item it already shows
         self._items[index] = first
         out = [self._done(index)]
         for extra in parts[1:]:
@@ -461,21 +462,28 @@ class Accumulator:
         self._items = items
         calls = [i for i, it in enumerate(items) if it.get("type") == "function_call"]
         for index in calls:
-            out.extend(self._own_call_id(index))
+            out.extend(self._own_call(index))
         if status == "completed":
             for index in calls:
                 if len(split_calls([items[index]])) > 1:  # type: ignore[list-item]
                     out.extend(self._split(index, status))
         return out
 
-    def _own_call_id(self, index: int) -> list[Event]:
-        """A Responses call whose id is missing or taken gets a fresh one (announced again)."""
+    def _own_call(self, index: int) -> list[Event]:
+        """A Responses call made usable, announced again if changed: a fresh id when its
+        id is missing or taken, a string name, arguments as a string (object
+        arguments as compact JSON, as the Chat Completions translator writes them)."""
         item = self._items[index]
-        call_id = item.get("call_id")
-        unique = self._unique(call_id)
-        if unique == call_id:
+        name, arguments = item.get("name"), item.get("arguments")
+        fixed = {
+            **item,
+            "call_id": self._unique(item.get("call_id")),
+            "name": name if name.__class__ is str else "",
+            "arguments": arguments_text(arguments),
+        }
+        if fixed == item:
             return []
-        self._items[index] = {**item, "call_id": unique}
+        self._items[index] = fixed
         return [self._done(index)]
 
     # -- item plumbing ---------------------------------------------------

@@ -133,8 +133,11 @@ def code_interpreter_item(
 
 def item_text(item: Item) -> str:
     """All text parts of a message or reasoning item, joined."""
-    parts = item.get("content") or []
-    return "".join(p.get("text", "") for p in parts if isinstance(p, dict))
+    parts = item.get("content")
+    if not isinstance(parts, list):
+        return ""
+    texts = (p.get("text") for p in parts if isinstance(p, dict))
+    return "".join(t for t in texts if isinstance(t, str))
 
 
 def output_text(output: list[Item]) -> str:

@@ -104,7 +104,8 @@ def split_calls(calls: Sequence[FunctionCallItem]) -> list[FunctionCallItem]:
     """
     out: list[FunctionCallItem] = []
     for call in calls:
-        pieces = split_concatenated(call["arguments"])
+        arguments = call.get("arguments")
+        pieces = split_concatenated(arguments) if isinstance(arguments, str) else []
         if len(pieces) < 2:
             out.append(call)
             continue

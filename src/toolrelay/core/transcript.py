@@ -62,11 +62,17 @@ _SUMMARY_TYPES: Final = frozenset({"summary_text"})
 _REASONING_PART_TYPES: Final = _TEXT_PART_TYPES | {"reasoning_text"}
 
 
+def _call_id(item: Mapping[str, Any]) -> str | None:
+    """An item's `call_id` when it is a usable one (hostile output may hold a dict)."""
+    call_id = item.get("call_id")
+    return call_id if isinstance(call_id, str) and call_id else None
+
+
 def _answered_call_ids(output: Sequence[Item]) -> set[str]:
     """Call ids that have both a call and an output item (rule 1)."""
-    calls = {i.get("call_id") for i in output if i.get("type") == "function_call"}
-    outputs = {i.get("call_id") for i in output if i.get("type") == "function_call_output"}
-    return {c for c in calls & outputs if isinstance(c, str)}
+    calls = {_call_id(i) for i in output if i.get("type") == "function_call"}
+    outputs = {_call_id(i) for i in output if i.get("type") == "function_call_output"}
+    return {c for c in calls & outputs if c is not None}
 
 
 def _parts_text(parts: object, types: frozenset[str] = _TEXT_PART_TYPES) -> str:
@@ -75,8 +81,12 @@ def _parts_text(parts: object, types: frozenset[str] = _TEXT_PART_TYPES) -> str:
     return "".join(
         p["text"]
         for p in parts
-        if isinstance(p, dict) and p.get("type") in types and isinstance(p.get("text"), str)
+        if isinstance(p, dict) and _is_in(p.get("type"), types) and isinstance(p.get("text"), str)
     )
+
+
+def _is_in(value: object, names: frozenset[str]) -> bool:
+    return isinstance(value, str) and value in names
 
 
 def _reasoning_text(item: Item) -> str:
@@ -160,7 +170,7 @@ class _ChatBuilder:
             self.details += _reasoning_details(item)
         elif kind == "code_interpreter" and not _empty_code(item):
             self.texts.append(_code_interpreter_text(item))
-        elif kind == "function_call" and item.get("call_id") in answered:
+        elif kind == "function_call" and _call_id(item) in answered:
             self.calls.append(item)
         elif kind == "function_call_output" and self.calls:
             self.flush()
@@ -216,7 +226,7 @@ def to_chat_messages(
     outputs = {
         i["call_id"]: i
         for i in output
-        if i.get("type") == "function_call_output" and i.get("call_id") in answered
+        if i.get("type") == "function_call_output" and _call_id(i) in answered
     }
     builder = _ChatBuilder(reasoning=reasoning, outputs=outputs)
     for item in output:
@@ -239,7 +249,7 @@ def _responses_output(value: object) -> str | list[dict[str, Any]]:
             url = _image_url(part)
             if url is not None:
                 parts.append({"type": "input_image", "image_url": url})
-        elif part.get("type") in _TEXT_PART_TYPES and isinstance(part.get("text"), str):
+        elif _is_in(part.get("type"), _TEXT_PART_TYPES) and isinstance(part.get("text"), str):
             parts.append({"type": "input_text", "text": part["text"]})
     return parts
 
@@ -271,7 +281,7 @@ def _responses_item(item: Item, answered: set[str]) -> dict[str, Any] | None:
             "summary": summary,
             "encrypted_content": item["encrypted_content"],
         }
-    if item.get("call_id") not in answered:
+    if _call_id(item) not in answered:
         return None
     if kind == "function_call":
         return {
@@ -309,13 +319,14 @@ def to_responses_input(
 def used_call_ids(messages: Sequence[Mapping[str, Any]], output: Sequence[Item]) -> set[str]:
     """Every call id the conversation already holds (history calls and results, the turn's
     items): a new call reusing one gets a fresh id (`BodyReader(call_ids=…)`)."""
-    used = {i.get("call_id") for i in output if isinstance(i, Mapping)}
+    used = {_call_id(i) for i in output if isinstance(i, Mapping)}
     for message in messages:
         if not isinstance(message, Mapping):
             continue
         used.update(_call_ids(message))
-        used.add(message.get("tool_call_id") if message.get("role") == "tool" else None)
-    return {c for c in used if isinstance(c, str) and c}
+        tool_call_id = message.get("tool_call_id") if message.get("role") == "tool" else None
+        used.add(tool_call_id if isinstance(tool_call_id, str) else None)
+    return {c for c in used if c}
 
 
 def _call_ids(message: Mapping[str, Any]) -> list[str]:

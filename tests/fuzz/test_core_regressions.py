@@ -1,0 +1,95 @@
+"""Inputs the fuzzer found raising inside the core, each kept as a regression test."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+
+from toolrelay.core.accumulator import Accumulator
+from toolrelay.core.body import BodyReader, read_body
+from toolrelay.core.tool_calls import split_calls, split_concatenated
+from toolrelay.core.transcript import to_chat_messages, to_responses_input, used_call_ids
+
+
+def test_response_object_with_object_arguments() -> None:
+    """Issue 7 item 13's minimal input (KeyError: 0 in split_concatenated)."""
+    body = (
+        b'{"object":"response","status":"completed","output":[{"type":"function_call",'
+        b'"id":"f","call_id":"c","name":"lookup","arguments":{"q":1}}]}'
+    )
+    result, _ = read_body(body)
+    assert result.error is None
+    assert result.output[0]["arguments"] == '{"q":1}'
+
+
+def test_responses_event_with_a_list_type() -> None:
+    acc = Accumulator()
+    acc.feed_event({"type": []})
+    acc.finish()
+    assert acc.output == []
+
+
+def test_content_part_with_a_list_type() -> None:
+    def frame(event: dict[str, Any]) -> bytes:
+        return b"data: " + orjson.dumps(event) + b"\n\n"
+
+    body = (
+        frame(
+            {
+                "type": "response.output_item.added",
+                "output_index": 0,
+                "item": {"id": "m", "type": "message", "status": "in_progress", "content": []},
+            }
+        )
+        + frame(
+            {
+                "type": "response.content_part.added",
+                "output_index": 0,
+                "content_index": 0,
+                "part": {"type": [], "text": ""},
+            }
+        )
+        + frame(
+            {
+                "type": "response.output_text.delta",
+                "output_index": 0,
+                "content_index": 0,
+                "delta": "Hi",
+            }
+        )
+    )
+    reader = BodyReader("sse")
+    reader.feed(body)
+    reader.finish()
+    output = reader.result().output
+    to_chat_messages(output)
+    to_responses_input(output)
+
+
+@pytest.mark.parametrize("call_id", [{"a": 1}, ["c"], 7, None])
+def test_transcript_with_a_call_id_that_is_not_a_string(call_id: Any) -> None:
+    output = [
+        {"type": "function_call", "id": "f", "call_id": call_id, "name": "n", "arguments": "{}"},
+        {"type": "function_call_output", "id": "o", "call_id": call_id, "output": "x"},
+        {"type": "message", "content": 5},
+    ]
+    assert to_chat_messages(output) == []
+    assert to_responses_input(output) == []
+    assert used_call_ids([{"role": "tool", "tool_call_id": ["x"]}], output) == set()
+
+
+def test_split_calls_with_missing_or_object_arguments() -> None:
+    calls: list[Any] = [
+        {"type": "function_call", "call_id": "a"},
+        {"call_id": "b", "arguments": {"q": 1}},
+    ]
+    assert split_calls(calls) == calls
+    assert split_concatenated({"q": 1}) == [{"q": 1}]  # type: ignore[arg-type]
+
+
+def test_responses_event_without_a_type() -> None:
+    acc = Accumulator()
+    assert acc.feed_event({"output_index": 0}) == []
+    acc.finish()
