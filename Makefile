@@ -42,9 +42,10 @@ wheel: $(STAMP)
 test: $(STAMP) lint services node wheel
 	$(BIN)/pytest -q -n 2 -p no:cacheprovider
 
-# The property tests with their long budget (tests/patience.py: fuzz_budget).
+# The property and fuzz tests with their long budget (tests/patience.py: fuzz_budget);
+# an input the fuzzer finds goes into tests/fuzz/test_core_regressions.py.
 fuzz: $(STAMP)
-	TOOLRELAY_FUZZ=1 $(BIN)/pytest -q -p no:cacheprovider tests/core
+	TOOLRELAY_FUZZ=1 $(BIN)/pytest -q -n 2 -p no:cacheprovider tests/core tests/fuzz
 
 bench: $(STAMP) node
 	$(BIN)/python -m benchmarks

@@ -21,7 +21,8 @@ from hypothesis import strategies as st
 from tests.patience import fuzz_budget
 from tests.fuzz.strategies import bodies, json_values
 from toolrelay.core.accumulator import Accumulator
-from toolrelay.core.body import BodyReader, ReadResult, detect_format
+from toolrelay.core.body import BodyReader, ReadResult
+from toolrelay.core.formats.content import detect_format
 from toolrelay.core.responses import reduce_event, response_object_to_output
 from toolrelay.core.tool_calls import parse_arguments, split_calls, split_concatenated
 from toolrelay.core.transcript import (
@@ -58,13 +59,13 @@ def read(body: bytes, fmt: str | None, cuts: list[int], dropped: bool) -> ReadRe
 def downstream(output: list[Any]) -> None:
     """What the engine does next with a response's items."""
     calls = [i for i in output if isinstance(i, dict) and i.get("type") == "function_call"]
-    for call in split_calls(calls):
+    for call in split_calls(calls):  # type: ignore[arg-type]
         name, raw = call.get("name"), call.get("arguments")
         parse_arguments(
             name if isinstance(name, str) else "", raw if isinstance(raw, str) else None
         )
     for mode in ("none", "reasoning_content", "think_tags"):
-        repair_history(to_chat_messages(output, reasoning=mode))  # type: ignore[arg-type]
+        repair_history(to_chat_messages(output, reasoning=mode))
     to_responses_input(output)
     to_responses_input(output[-1:], context=output)
     used_call_ids([], output)

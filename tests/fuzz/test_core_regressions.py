@@ -86,7 +86,8 @@ def test_split_calls_with_missing_or_object_arguments() -> None:
         {"call_id": "b", "arguments": {"q": 1}},
     ]
     assert split_calls(calls) == calls
-    assert split_concatenated({"q": 1}) == [{"q": 1}]  # type: ignore[arg-type]
+    odd: Any = {"q": 1}
+    assert split_concatenated(odd) == [odd]
 
 
 def test_responses_event_without_a_type() -> None:

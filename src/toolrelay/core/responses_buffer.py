@@ -48,7 +48,7 @@ class DeltaBuffer:
             ):
                 last[3].append(delta)
                 return True
-        shape = _FAST.get(kind) if kind.__class__ is str else None  # type: ignore[arg-type]
+        shape = _FAST.get(kind) if kind.__class__ is str else None
         if shape is None:
             return False
         index, delta = event.get("output_index"), event.get("delta")
