@@ -84,10 +84,11 @@ async def test_clients_per_route_kind(tmp_path: Path, example_tools: Path) -> No
 
         llama = registry.client_for("llama")
         assert isinstance(llama, Ollama)
-        assert (llama.url, llama.model, llama.params) == (
+        assert (llama.url, llama.model, llama.params, llama.reasoning_replay) == (
             "http://ollama.local:11434/api/chat",
             "llama",
             {"num_ctx": 4096},
+            "thinking",  # Ollama's default: gpt-oss-style tool loops need their thinking back
         )
         assert registry.client_for("mini") is chat  # cached
         assert registry.task_client is chat

@@ -278,8 +278,16 @@ def test_base_url_must_be_http(tmp_path: Path) -> None:
     [
         ("stateful = true\n", "stateful is only for kind 'openai-responses'"),
         (
-            'kind = "ollama"\nreasoning_replay = "think_tags"\n',
-            "reasoning_replay is only for kind 'openai-chat'",
+            'kind = "ollama"\nreasoning_replay = "reasoning_content"\n',
+            "reasoning_replay 'reasoning_content' is not for kind 'ollama'",
+        ),
+        (
+            'reasoning_replay = "thinking"\n',
+            "reasoning_replay 'thinking' is not for kind 'openai-chat'",
+        ),
+        (
+            'kind = "openai-responses"\nreasoning_replay = "think_tags"\n',
+            "reasoning_replay 'think_tags' is not for kind 'openai-responses'",
         ),
         ('api_key = "k"\napi_key_env = "K"\n', "set api_key_env or api_key, not both"),
     ],
@@ -356,3 +364,19 @@ def test_file_value_under_an_env_table_names_the_winner(tmp_path: Path) -> None:
 
 def test_sqlite_url_gets_the_async_driver() -> None:
     assert load(env={"DATABASE_URL": "sqlite:///x.db"}).database_url == "sqlite+aiosqlite:///x.db"
+
+
+@pytest.mark.parametrize(
+    ("extra", "replay"),
+    [
+        ('kind = "ollama"\n', "thinking"),
+        ('kind = "ollama"\nreasoning_replay = "none"\n', "none"),
+        ('kind = "ollama"\nreasoning_replay = "think_tags"\n', "think_tags"),
+        ("", "none"),
+        ('kind = "openai-responses"\n', "none"),
+    ],
+)
+def test_reasoning_replay_defaults_per_kind(tmp_path: Path, extra: str, replay: str) -> None:
+    path = write(tmp_path, f'[[models]]\nname = "m"\nbase_url = "http://h"\n{extra}')
+    (route,) = load(path, env={}).models
+    assert route.reasoning_replay == replay

@@ -274,13 +274,15 @@ def test_recorded_thinking_then_text() -> None:
 
 def test_recorded_tool_calls() -> None:
     deltas, _ = replay("ollama/tool-calls.ndjson")
-    assert len(deltas) == 5
-    first, second = deltas[1], deltas[2]
+    assert len(deltas) == 7
+    first, second = deltas[3], deltas[4]
     assert isinstance(first, ToolCallDelta) and isinstance(second, ToolCallDelta)
     assert first.call_id is not None and MINTED.match(first.call_id)
     assert second.call_id is not None and MINTED.match(second.call_id)
     assert deltas == [
-        ReasoningDelta("Need both cities."),
+        ReasoningDelta("Need"),
+        ReasoningDelta(" both"),
+        ReasoningDelta(" cities."),
         ToolCallDelta(0, first.call_id, "get_weather", '{"city":"Toronto","units":"metric"}'),
         ToolCallDelta(1, second.call_id, "get_weather", '{"city":"Montréal","days":2}'),
         UsageDelta(

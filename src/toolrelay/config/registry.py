@@ -166,7 +166,13 @@ def _client(route: ModelRoute, environ: Mapping[str, str]) -> ModelClient:
             stateful=route.stateful,
         )
     if route.kind == "ollama":
-        return Ollama(base_url=route.base_url, model=route.model, api_key=key, params=route.params)
+        return Ollama(
+            base_url=route.base_url,
+            model=route.model,
+            api_key=key,
+            params=route.params,
+            reasoning_replay=route.reasoning_replay,
+        )
     return OpenAIChat(
         base_url=route.base_url,
         model=route.model,

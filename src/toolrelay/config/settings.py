@@ -61,6 +61,13 @@ DEFAULT_CONFIG = Path("toolrelay.toml")
 _RUN_DEFAULTS: dict[str, Any] = {f.name: f.default for f in dataclass_fields(RunLimits)}
 
 
+_REPLAYS: dict[str, frozenset[str]] = {
+    "openai-chat": frozenset({"none", "reasoning_content", "think_tags"}),
+    "ollama": frozenset({"none", "thinking", "think_tags"}),
+    "openai-responses": frozenset({"none"}),  # reasoning goes back encrypted, or not at all
+}
+
+
 class ModelRoute(BaseModel):
     """A name clients send as `model`, and the upstream server and model it maps to."""
 
@@ -78,14 +85,18 @@ class ModelRoute(BaseModel):
     params: dict[str, Any] = Field(default_factory=dict)
     tools: list[str] | None = None
     """Tool names or tool-server names this route may use; None means every configured tool."""
-    reasoning_replay: Literal["none", "reasoning_content", "think_tags"] = "none"
+    reasoning_replay: Literal["none", "reasoning_content", "think_tags", "thinking"] = "none"
+    """How reasoning goes back to the model; unset: `thinking` for Ollama, else `none`."""
     stateful: bool = False
 
     @model_validator(mode="before")
     @classmethod
     def _model_defaults_to_name(cls, data: Any) -> Any:
         if isinstance(data, dict) and not data.get("model") and "name" in data:
-            return {**data, "model": data["name"]}
+            data = {**data, "model": data["name"]}
+        if isinstance(data, dict) and "reasoning_replay" not in data:
+            replay = "thinking" if data.get("kind") == "ollama" else "none"
+            data = {**data, "reasoning_replay": replay}
         return data
 
     @field_validator("base_url")
@@ -102,8 +113,10 @@ class ModelRoute(BaseModel):
             raise ValueError("set api_key_env or api_key, not both")
         if self.stateful and self.kind != "openai-responses":
             raise ValueError("stateful is only for kind 'openai-responses'")
-        if self.reasoning_replay != "none" and self.kind != "openai-chat":
-            raise ValueError("reasoning_replay is only for kind 'openai-chat'")
+        if self.reasoning_replay not in _REPLAYS[self.kind]:
+            raise ValueError(
+                f"reasoning_replay {self.reasoning_replay!r} is not for kind {self.kind!r}"
+            )
         return self
 
 

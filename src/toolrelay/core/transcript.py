@@ -51,8 +51,9 @@ __all__ = [
     "used_call_ids",
 ]
 
-ReasoningReplay = Literal["none", "reasoning_content", "think_tags"]
-"""How reasoning goes back to the model: dropped, as a message field, or inline tags."""
+ReasoningReplay = Literal["none", "reasoning_content", "think_tags", "thinking"]
+"""How reasoning goes back to the model: dropped, as a message field (`reasoning_content`,
+or Ollama's `thinking`), or inline tags."""
 
 TOOL_IMAGES_TEXT: Final = "Images returned by the tool call(s) above:"
 INTERRUPTED_TOOL_RESULT: Final = "Error: the tool call was interrupted before it returned a result."
@@ -213,6 +214,8 @@ class _ChatBuilder:
             ]
         if self.reasoning == "reasoning_content" and (self.calls or thought):
             message["reasoning_content"] = thought
+        elif self.reasoning == "thinking" and thought:
+            message["thinking"] = thought
         if self.details:  # whatever the mode: only a provider that sent them reads them
             message["reasoning_details"] = self.details
         return message

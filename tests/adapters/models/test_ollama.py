@@ -166,3 +166,40 @@ async def test_non_stream_is_json(server: FakeModelServer) -> None:
     assert server.requests[0].json["stream"] is False
     assert stream.format == "json"
     assert output_text(reader.result().output) == "hello"
+
+
+def _thinking_turn() -> ModelRequest:
+    thought = {
+        "type": "reasoning",
+        "id": "rs_1",
+        "status": "completed",
+        "content": [{"type": "output_text", "text": "Need the sum."}],
+        "summary": [],
+    }
+    return ModelRequest(
+        messages=[{"role": "user", "content": "1+2?"}],
+        output=[
+            thought,
+            dict(function_call_item("c1", "add", '{"a":1,"b":2}', status="completed")),
+            dict(function_call_output_item("c1", "3")),
+        ],
+    )
+
+
+def test_thinking_is_replayed_by_default() -> None:
+    """gpt-oss-style tool loops need the assistant message's `thinking` back."""
+    body = Ollama(base_url="http://ollama.local:11434", model="gpt-oss:20b").body(_thinking_turn())
+    assistant = body["messages"][1]
+    assert assistant["role"] == "assistant" and assistant["thinking"] == "Need the sum."
+    assert assistant["tool_calls"][0]["function"]["arguments"] == {"a": 1, "b": 2}
+    assert body["messages"][2] == {
+        "role": "tool",
+        "tool_call_id": "c1",
+        "content": "3",
+        "tool_name": "add",
+    }
+
+
+def test_thinking_replay_can_be_turned_off() -> None:
+    client = Ollama(base_url="http://h", model="m", reasoning_replay="none")
+    assert "thinking" not in client.body(_thinking_turn())["messages"][1]

@@ -17,6 +17,7 @@ from toolrelay.adapters.models.http import (
     bearer,
 )
 from toolrelay.core.formats.ollama.request import request_body
+from toolrelay.core.transcript import ReasoningReplay
 from toolrelay.engine.interfaces import ModelRequest
 
 __all__ = ["Ollama"]
@@ -41,6 +42,7 @@ class Ollama(APIClient):
         stream: bool = True,
         think: bool | None = None,
         params: Mapping[str, Any] | None = None,
+        reasoning_replay: ReasoningReplay = "thinking",
         http: HTTPOptions = DEFAULT_HTTP,
     ) -> None:
         super().__init__(
@@ -52,6 +54,8 @@ class Ollama(APIClient):
             auth=bearer(api_key),
         )
         self.think = think
+        self.reasoning_replay: ReasoningReplay = reasoning_replay
+        """How this turn's reasoning goes back: Ollama's `thinking` field by default."""
 
     def body(self, request: ModelRequest) -> dict[str, Any]:
         """The JSON body for `request`; client params first, the request's win."""
@@ -64,4 +68,5 @@ class Ollama(APIClient):
             think=self.think,
             defaults=self.params,
             params=request.params,
+            reasoning=self.reasoning_replay,
         )

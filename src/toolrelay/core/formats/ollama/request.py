@@ -21,7 +21,7 @@ from typing import Any, Final
 import orjson
 
 from toolrelay.core.items import Item
-from toolrelay.core.transcript import to_chat_messages
+from toolrelay.core.transcript import ReasoningReplay, to_chat_messages
 
 __all__ = ["TOP_LEVEL_PARAMS", "ollama_messages", "request_body"]
 
@@ -101,9 +101,12 @@ def request_body(
     think: bool | None = None,
     defaults: Mapping[str, Any] | None = None,
     params: Mapping[str, Any] | None = None,
+    reasoning: ReasoningReplay = "thinking",
 ) -> dict[str, Any]:
-    """The JSON body for one model call; the request's params win over the defaults."""
-    history = [*messages, *to_chat_messages(output)]
+    """The JSON body for one model call; the request's params win over the defaults.
+    The turn's reasoning goes back as the assistant messages' `thinking` by default
+    (gpt-oss-style tool loops need it)."""
+    history = [*messages, *to_chat_messages(output, reasoning=reasoning)]
     body: dict[str, Any] = {
         "model": model,
         "messages": ollama_messages(history),
