@@ -22,7 +22,9 @@ from tests.patience import fuzz_budget
 from tests.fuzz.strategies import bodies, json_values
 from toolrelay.core.accumulator import Accumulator
 from toolrelay.core.body import BodyReader, ReadResult
+from toolrelay.core.decide import Step, decide
 from toolrelay.core.formats.content import detect_format
+from toolrelay.core.items import output_text
 from toolrelay.core.responses import reduce_event, response_object_to_output
 from toolrelay.core.tool_calls import parse_arguments, split_calls, split_concatenated
 from toolrelay.core.transcript import (
@@ -81,6 +83,10 @@ def test_body_reader_never_raises(
     assert result.error is None or isinstance(result.error, str)
     merge_usage(result.usage, result.usage)
     downstream(result.output)
+    output_text(result.output)
+    calls = [i for i in result.output if i.get("type") == "function_call"]
+    assert all(isinstance(c.get(k), str) for c in calls for k in ("call_id", "name", "arguments"))
+    decide(Step(result.output, calls, result.error, 0, 5, deferred_names=frozenset({"x"})))
 
 
 @FUZZ
