@@ -18,8 +18,8 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.patience import fuzz_budget
 from tests.fuzz.strategies import bodies, json_values
+from tests.patience import fuzz_budget
 from toolrelay.core.accumulator import Accumulator
 from toolrelay.core.body import BodyReader, ReadResult
 from toolrelay.core.decide import Step, decide
