@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from pathlib import Path
 from typing import Any
@@ -10,6 +11,7 @@ import httpx
 import pytest
 import redis
 
+from tests.patience import HANG
 from tests.reliability.conftest import BACKENDS, REDIS_URL, database, events_url
 from tests.server.conftest import ADMIN_KEY, Running, ServerThread, make_settings
 from tests.server.test_chats_api import new_chat, read_events, wait_saved
@@ -147,3 +149,47 @@ def test_a_turn_that_crashes_ends_with_an_error_event_and_a_saved_row(
         saved = wait_saved(client, chat_id, "failed")
         assert saved["content"] == "partial answer"
         assert "database is locked" in str(saved["error"])
+
+
+def test_a_post_right_after_the_turn_is_saved_is_accepted(
+    tmp_path: Path, upstream: FakeModelServer
+) -> None:
+    """The turn is saved and `done` sent a moment before its lease is given back: a client
+    posting in that moment (as one that reacts to `done` does) gets a 202, not a 409."""
+    upstream.route(CHAT, SSEReply(chat_chunks(text="first")), SSEReply(chat_chunks(text="second")))
+    settings = make_settings(tmp_path, upstream)
+    thread = ServerThread(settings)
+    with thread as base_url, Running(base_url, upstream, settings).client() as client:
+        bus = services(thread).bus
+        real_end, real_acquire = bus.end, bus.acquire
+        let_go, refused = threading.Event(), threading.Event()
+
+        async def slow_end(name: str) -> None:  # the lease is held until the test says so
+            await asyncio.to_thread(let_go.wait, HANG)
+            await real_end(name)
+
+        async def watched_acquire(name: str, **kwargs: Any) -> Any:
+            token = await real_acquire(name, **kwargs)
+            if token is None:
+                refused.set()
+            return token
+
+        bus.end = slow_end  # type: ignore[method-assign]
+        bus.acquire = watched_acquire  # type: ignore[method-assign]
+        chat_id = new_chat(client, model="fake")
+        assert (
+            client.post(f"/api/chats/{chat_id}/messages", json={"content": "1"}).status_code == 202
+        )
+        assert wait_saved(client, chat_id)["content"] == "first"  # saved; the lease still held
+        codes: list[int] = []
+        poster = threading.Thread(
+            target=lambda: codes.append(
+                client.post(f"/api/chats/{chat_id}/messages", json={"content": "2"}).status_code
+            )
+        )
+        poster.start()
+        assert refused.wait(HANG)  # the second post met the held lease ...
+        let_go.set()  # ... and the finishing turn lets go
+        poster.join(HANG)
+        assert codes == [202]
+        assert wait_saved(client, chat_id)["content"] == "second"

@@ -40,6 +40,11 @@ __all__ = ["BusSink", "Started", "TurnBusy", "TurnManager", "TurnNotStarted", "c
 log = logging.getLogger(__name__)
 
 
+FINISHING_WAIT_S = 5.0
+"""How long a post waits for a turn that is saved but still giving its lease back."""
+FINISHING_POLL_S = 0.02
+
+
 class TurnBusy(Exception):
     """Another turn holds the chat's lease."""
 
@@ -145,11 +150,7 @@ class TurnManager:
         the lease back, so the chat never stays locked.
         """
         name = channel(chat_id)
-        if (
-            chat_id in self._running
-            or await self.bus.acquire(name, ttl=self.durability.lease_ttl) is None
-        ):
-            raise TurnBusy(chat_id)
+        await self._take_lease(chat_id)
         try:
             await fail_orphans(self.store, chat_id)  # a dead worker's turn, its lease expired
             relay = self.relay_for(route, store=self._saves)
@@ -175,6 +176,30 @@ class TurnManager:
         listener = loop.create_task(self._listen(chat_id, relay, task))
         self._running[chat_id] = _Running(task, relay, listener)
         return Started(message_id, user_message_id)
+
+    async def _take_lease(self, chat_id: str) -> None:
+        """The chat's lease, or `TurnBusy` while a turn runs.
+
+        A turn is saved (and its `done` event sent) a moment before its worker gives
+        the lease back; a client that posts on `done` must not get a 409 for that
+        moment. So while no turn of the chat is `in_progress`, the holder is only
+        letting go: wait for it (bounded by `FINISHING_WAIT_S`) instead of refusing.
+        """
+        name = channel(chat_id)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + FINISHING_WAIT_S
+        while True:
+            running = self._running.get(chat_id)
+            if running is None and (
+                await self.bus.acquire(name, ttl=self.durability.lease_ttl) is not None
+            ):
+                return
+            if loop.time() >= deadline or await self.store.in_progress_turns(chat_id=chat_id):
+                raise TurnBusy(chat_id)
+            if running is not None:  # finishing here: wait for its task, not a clock
+                await asyncio.wait({running.task}, timeout=deadline - loop.time())
+            else:  # finishing on another worker (or just starting there: then in_progress soon)
+                await asyncio.sleep(FINISHING_POLL_S)
 
     async def _run(
         self,
