@@ -174,8 +174,8 @@ def test_a_post_right_after_the_turn_is_saved_is_accepted(
                 refused.set()
             return token
 
-        bus.end = slow_end  # type: ignore[method-assign]
-        bus.acquire = watched_acquire  # type: ignore[method-assign]
+        bus.end = slow_end  # type: ignore[method-assign,assignment]
+        bus.acquire = watched_acquire  # type: ignore[method-assign,assignment]
         chat_id = new_chat(client, model="fake")
         assert (
             client.post(f"/api/chats/{chat_id}/messages", json={"content": "1"}).status_code == 202
