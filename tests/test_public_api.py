@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 
@@ -81,3 +82,31 @@ def test_the_version_is_written_once() -> None:
     project = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["project"]
     assert "version" not in project and "version" in project["dynamic"]
     assert importlib.metadata.version("toolrelay") == toolrelay.__version__
+
+
+async def test_relay_takes_plain_functions_and_tool_file_paths(tmp_path: Path) -> None:
+    """Issue 10's `Relay(model, tools=[fn, …, "owui_tools.py"])`, from the public API only."""
+    from toolrelay.testing import ScriptedModel
+
+    def shout(text: str) -> str:
+        """Say it loudly.
+
+        Args:
+            text: What to say.
+        """
+        return text.upper()
+
+    plain_file = tmp_path / "plain_tools.py"
+    plain_file.write_text(
+        "from toolrelay import tool\n\n@tool\ndef whisper(text: str) -> str:\n"
+        '    """Say it softly."""\n    return text.lower()\n'
+    )
+    owui = Path(__file__).parent / "adapters" / "tools" / "owui_files" / "weather_tool.py"
+    async with Relay(ScriptedModel(), [shout, str(plain_file), owui]) as relay:
+        assert relay.tools["shout"].spec.description.startswith("Say it loudly")
+        kinds = sorted(type(source).__name__ for source in relay.toolbox.sources)
+        assert kinds == ["OpenWebUITools", "ToolFile"]
+        listed = await relay.toolbox.tools()
+        assert {"shout", "whisper"} <= set(listed)
+        assert len(listed) > 2  # the Open WebUI file's methods too
+        assert await listed["shout"].call({"text": "hi"}, None) == "HI"  # type: ignore[arg-type]

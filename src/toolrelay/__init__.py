@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from toolrelay.adapters.models import Ollama, OpenAIChat, OpenAIResponses
+    from toolrelay.adapters.relay import Relay
     from toolrelay.adapters.tools import PythonTool, ToolFile, tool
     from toolrelay.adapters.tools.mcp import MCPServer
     from toolrelay.adapters.tools.openapi import OpenAPIServer
@@ -32,7 +33,6 @@ if TYPE_CHECKING:
         ToolSpec,
     )
     from toolrelay.engine.limits import RunLimits
-    from toolrelay.engine.relay import Relay
     from toolrelay.errors import ConfigError, ProviderError, ToolError, ToolrelayError
 
 _WHERE = {
@@ -51,7 +51,7 @@ _WHERE = {
     "OpenWebUITools": "toolrelay.adapters.tools.owui",
     "ProviderError": "toolrelay.errors",
     "PythonTool": "toolrelay.adapters.tools",
-    "Relay": "toolrelay.engine.relay",
+    "Relay": "toolrelay.adapters.relay",
     "RunLimits": "toolrelay.engine.limits",
     "RunResult": "toolrelay.engine.finish",
     "Tool": "toolrelay.engine.interfaces",

@@ -9,7 +9,6 @@ A missing env var or a broken tool file is a `ConfigError` at once.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -21,7 +20,6 @@ from toolrelay.errors import ConfigError
 __all__ = ["ToolServer", "build_source"]
 
 Kind = Literal["mcp-stdio", "mcp-http", "mcp-sse", "openapi", "python"]
-_OWUI_TOOLS = re.compile(r"^class Tools\b", re.M)
 _NEEDS: dict[str, str] = {
     "mcp-stdio": "command",
     "mcp-http": "url",
@@ -117,23 +115,16 @@ def _build(server: ToolServer, base: Path | None, options: dict[str, Any]) -> To
 
 
 def _python_source(path: Path, server: ToolServer) -> ToolSource:
-    from toolrelay.adapters.tools.loader import ToolFile
-    from toolrelay.adapters.tools.owui import OpenWebUITools
+    from toolrelay.adapters.tools.sources import tool_file
 
     if not path.is_file():
         raise ConfigError(f"tool file {str(path)!r}: no such file")
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        return tool_file(path, valves=server.valves, name=server.name)
     except OSError as exc:
         raise ConfigError(
             f"tool_servers {server.name!r}: cannot read {str(path)!r}: {exc}"
         ) from exc
-    if _OWUI_TOOLS.search(text):
-        source: Any = OpenWebUITools(path, valves=server.valves)
-    else:
-        source = ToolFile(path)
-    source.name = server.name
-    return source  # type: ignore[no-any-return]
 
 
 def _resolve(path: str, base: Path | None) -> Path:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from os import PathLike
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from toolrelay.core.events import Event
@@ -167,3 +168,9 @@ class ChatStore(Protocol):
     async def save_turn(self, chat_id: str, message_id: str, turn: Mapping[str, Any]) -> None: ...
 
     async def load_messages(self, chat_id: str) -> list[Message]: ...
+
+
+ToolLike = Tool | ToolSource | Callable[..., Any] | str | PathLike[str]
+"""What a user may list in `Relay(model, tools=[…])`. The engine's `Relay` takes
+`Tool`s and `ToolSource`s; `toolrelay.Relay` also turns functions and tool-file
+paths into them (the engine knows no adapters)."""

@@ -21,6 +21,7 @@ from toolrelay.engine.interfaces import (
     ModelClient,
     Tool,
     ToolContext,
+    ToolLike,
     ToolSource,
     tools_by_name,
 )
@@ -38,7 +39,7 @@ class Relay:
     def __init__(
         self,
         model: ModelClient,
-        tools: Iterable[Tool | ToolSource] = (),
+        tools: Iterable[ToolLike] = (),
         *,
         limits: RunLimits | None = None,
         store: ChatStore | None = None,
@@ -58,7 +59,8 @@ class Relay:
         self.model = model
         fixed: list[Tool] = []
         sources: list[ToolSource] = []
-        for item in tools:
+        for given in tools:
+            item = self.coerce(given)
             if not isinstance(item, type) and isinstance(item, ToolSource):
                 sources.append(item)
             else:
@@ -76,6 +78,11 @@ class Relay:
         self.params = dict(params or {})
         self.name = name
         self.pending = PendingCalls()
+
+    def coerce(self, item: object) -> object:
+        """What a user put in `tools`, as a `Tool` or `ToolSource`: as given here (the
+        engine knows no adapters); `toolrelay.Relay` also takes functions and paths."""
+        return item
 
     async def run(
         self,
