@@ -41,6 +41,8 @@ def test_concurrent_chat_turns_lose_nothing_and_leak_nothing(setup: str, tmp_pat
     assert report.statuses[202] == CHATS * ROUNDS
     assert (report.lost, report.stuck, report.server_errors, report.dropped) == (0, 0, 0, 0)
     baseline, after = report.fds
-    # pools keep up to their size open, so a few more than after the warm-up may stay;
-    # a leak of one per turn would be 80 more
-    assert after <= baseline + 4, f"open fds grew from {baseline} to {after}"
+    # Pools may keep more open than after the warm-up: httpx closes idle upstream
+    # connections only when the pool is next used, and a busier wave fills it up to
+    # one connection per concurrent chat (seen under a loaded suite: +5 to +20). A leak
+    # of one fd per turn would be CHATS * ROUNDS (80) more, twice this bound.
+    assert after <= baseline + CHATS, f"open fds grew from {baseline} to {after}"
