@@ -94,3 +94,11 @@ def test_responses_event_without_a_type() -> None:
     acc = Accumulator()
     assert acc.feed_event({"output_index": 0}) == []
     acc.finish()
+
+
+def test_chat_content_part_with_a_list_type() -> None:
+    """Found by `make fuzz`: a Mistral-style content part whose `type` is a list."""
+    chunk = {"choices": [{"index": 0, "delta": {"content": [{"type": [], "text": "17"}, "!"]}}]}
+    result, _ = read_body(b"data: " + orjson.dumps(chunk) + b"\n\ndata: [DONE]\n\n")
+    assert result.error is None
+    assert result.output[0]["content"][0]["text"] == "!"

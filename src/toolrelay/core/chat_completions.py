@@ -361,7 +361,7 @@ def _content_parts(parts: list[Any], out: list[Delta]) -> None:
             thought = _text_of(part.get("thinking"))
             if thought:
                 out.append(ReasoningDelta(thought))
-        elif kind is None or kind in _TEXT_PART_TYPES:
+        elif kind is None or (kind.__class__ is str and kind in _TEXT_PART_TYPES):
             text = part.get("text")
             if text and text.__class__ is str:
                 out.append(TextDelta(text))
