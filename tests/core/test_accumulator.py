@@ -7,7 +7,7 @@ from itertools import count
 from typing import Any
 
 from toolrelay.core import events as ev
-from toolrelay.core.accumulator import Accumulator
+from toolrelay.core.delta_accumulator import DeltaAccumulator as Accumulator
 from toolrelay.core.deltas import (
     CitationDelta,
     Delta,

@@ -1238,7 +1238,7 @@ def _reduce_all(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ids=lambda p: p.name,
 )
 def test_batched_deltas_equal_event_by_event_reduction(path: Path) -> None:
-    from toolrelay.core.accumulator import Accumulator
+    from toolrelay.core.event_accumulator import EventAccumulator as Accumulator
 
     events = [
         orjson.loads(line[6:])
@@ -1258,7 +1258,7 @@ def test_batched_deltas_equal_event_by_event_reduction(path: Path) -> None:
 def test_batched_deltas_equal_reduction_for_random_streams(
     start: list[Item], stream: list[dict[str, Any]]
 ) -> None:
-    from toolrelay.core.accumulator import Accumulator
+    from toolrelay.core.event_accumulator import EventAccumulator as Accumulator
 
     seed = [
         {"type": "response.output_item.added", "output_index": i, "item": it}

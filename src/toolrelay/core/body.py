@@ -5,6 +5,13 @@ use (STYLE habit 3). SSE frames are dispatched per payload, like a browser
 would: Responses API events (`type: response.*` / `error`) go to the reducer,
 anything else is a Chat Completions chunk. A frame that is not JSON ends the
 read with an error (SPEC R22: the partial output is kept, nothing crashes).
+
+Input modes: a body is read by a `DeltaAccumulator` (Chat Completions,
+Ollama) until its first Responses event, which switches it to an
+`EventAccumulator` (what was said about the response so far is kept). A body
+speaks one API: once deltas have built items, Responses events are ignored
+except `error`; once in events mode, chunks add no items (their usage,
+finish reason and errors still count).
 """
 
 from __future__ import annotations
@@ -21,7 +28,9 @@ from toolrelay.core.chat_completions import (
     completion_to_deltas,
     error_from_payload,
 )
+from toolrelay.core.delta_accumulator import DeltaAccumulator
 from toolrelay.core.deltas import ErrorDelta
+from toolrelay.core.event_accumulator import EventAccumulator
 from toolrelay.core.events import Event
 from toolrelay.core.formats.content import BodyFormat, detect_format
 from toolrelay.core.framing import NDJSONDecoder, RawFrame, SSEDecoder
@@ -68,9 +77,15 @@ class BodyReader:
         call_ids: Iterable[str] = (),
     ) -> None:
         self.format = format
-        self.acc = Accumulator(
-            tags=tags, clock=clock, offset=offset, quiet=quiet, call_ids=call_ids
-        )
+        self._options: dict[str, Any] = {
+            "clock": clock,
+            "offset": offset,
+            "quiet": quiet,
+            "call_ids": call_ids,
+        }
+        self.acc: Accumulator = DeltaAccumulator(tags=tags, **self._options)
+        """Deltas until the first Responses event arrives (module doc: input modes)."""
+        self._events: EventAccumulator | None = None
         self._sse = SSEDecoder() if format == "sse" else None
         self._ndjson = NDJSONDecoder() if format == "ndjson" else None
         self._chat = ChatCompletionsDecoder()
@@ -152,7 +167,7 @@ class BodyReader:
     def _frames(self, frames: list[RawFrame]) -> list[Event]:
         out: list[Event] = []
         feed, feed_into = self.acc.feed, self.acc.feed_into
-        chat_feed, loads = self._chat.feed, orjson.loads
+        chat_feed, loads, events = self._chat.feed, orjson.loads, self._events
         for data, event_type, _id, _retry in frames:
             try:
                 obj = loads(data)
@@ -170,7 +185,11 @@ class BodyReader:
                 continue
             kind = obj.get("type")
             if kind.__class__ is str and (kind.startswith("response.") or kind == "error"):
-                out += self.acc.feed_event(obj, owned=True)
+                if events is not None:  # the hot path of a Responses stream
+                    out += events.feed_event(obj, owned=True)
+                    continue
+                out += self._event(obj, owned=True)
+                feed, feed_into, events = self.acc.feed, self.acc.feed_into, self._events
             else:
                 for delta in chat_feed(obj):
                     feed_into(delta, out)
@@ -205,17 +224,25 @@ class BodyReader:
         output, _meta = response_object_to_output(obj)
         out: list[Event] = []
         for i, item in enumerate(output):
-            out.extend(
-                self.acc.feed_event(
-                    {"type": "response.output_item.added", "output_index": i, "item": item}
-                )
+            out += self._event(
+                {"type": "response.output_item.added", "output_index": i, "item": item}
             )
-            out.extend(
-                self.acc.feed_event(
-                    {"type": "response.output_item.done", "output_index": i, "item": item}
-                )
+            out += self._event(
+                {"type": "response.output_item.done", "output_index": i, "item": item}
             )
-        return out + self.acc.feed_event({"type": "response.completed", "response": obj})
+        return out + self._event({"type": "response.completed", "response": obj})
+
+    def _event(self, obj: dict[str, Any], *, owned: bool = False) -> list[Event]:
+        """A Responses API event: the first one before any item switches to events mode."""
+        events = self._events
+        if events is None:
+            deltas = self.acc
+            if deltas.output:  # deltas built items: this body speaks Chat Completions
+                return deltas.feed(error_from_payload(obj)) if obj.get("type") == "error" else []
+            events = self._events = EventAccumulator(**self._options)
+            events.carry_over(deltas)
+            self.acc = events
+        return events.feed_event(obj, owned=owned)
 
     def _parse(self, data: str | bytes) -> dict[str, Any] | None:
         try:

@@ -27,7 +27,7 @@ from jsonschema import exceptions as jsonschema_exceptions
 from jsonschema import validators as jsonschema_validators
 
 from toolrelay.core.ids import new_id
-from toolrelay.core.items import FunctionCallItem
+from toolrelay.core.items import Item
 
 __all__ = [
     "ArgumentsError",
@@ -95,14 +95,14 @@ def split_concatenated(arguments: str) -> list[str]:
     return pieces if len(pieces) >= 2 else [arguments]
 
 
-def split_calls(calls: Sequence[FunctionCallItem]) -> list[FunctionCallItem]:
+def split_calls(calls: Sequence[Item]) -> list[Item]:
     """Replace each call holding several argument values by one call per value.
 
     The replacements get new `call_id`s and item ids and the original is
     dropped, so no call is left without an output (DESIGN §6). Calls that do
     not split are returned as the same objects.
     """
-    out: list[FunctionCallItem] = []
+    out: list[Item] = []
     for call in calls:
         arguments = call.get("arguments")
         pieces = split_concatenated(arguments) if isinstance(arguments, str) else []
@@ -110,7 +110,7 @@ def split_calls(calls: Sequence[FunctionCallItem]) -> list[FunctionCallItem]:
             out.append(call)
             continue
         for piece in pieces:
-            new_call: FunctionCallItem = {
+            new_call: Item = {
                 **call,
                 "id": new_id("fc"),
                 "call_id": new_id("call"),

@@ -1,0 +1,46 @@
+"""One accumulator per input mode: deltas (Chat Completions, Ollama) or Responses events."""
+
+from __future__ import annotations
+
+from toolrelay.core.body import BodyReader, read_body
+from toolrelay.core.delta_accumulator import DeltaAccumulator
+from toolrelay.core.event_accumulator import EventAccumulator
+from toolrelay.core.items import output_text
+from toolrelay.testing import wire
+
+
+def test_each_api_is_read_by_its_own_accumulator() -> None:
+    cases = [
+        ("sse", wire.render_sse(wire.chat_chunks(text="hi")), DeltaAccumulator),
+        ("ndjson", wire.render_ndjson(wire.ollama_lines(text="hi")), DeltaAccumulator),
+        ("sse", wire.render_responses_sse(wire.responses_events(text="hi")), EventAccumulator),
+    ]
+    for framing, body, expected in cases:
+        reader = BodyReader(framing)  # type: ignore[arg-type]
+        reader.feed(body)
+        reader.finish()
+        assert type(reader.acc) is expected
+        assert output_text(reader.result().output) == "hi"
+
+
+def test_what_was_said_before_the_first_responses_event_is_kept() -> None:
+    error = b'event: error\ndata: {"error": {"message": "overloaded"}}\n\n'
+    body = error + wire.render_responses_sse(wire.responses_events(text="hi"))
+    result, _ = read_body(body, "sse")
+    assert result.error == "overloaded"
+    assert output_text(result.output) == "hi"
+
+
+def test_a_body_speaks_one_api_once_it_has_built_items() -> None:
+    chat = wire.render_sse(wire.chat_chunks(text="from chat"), done=False)
+    stray = wire.render_responses_sse(wire.responses_events(text="from responses"))
+    result, _ = read_body(chat + stray, "sse")
+    assert output_text(result.output) == "from chat"
+
+
+def test_a_responses_error_event_still_counts_in_a_chat_body() -> None:
+    chat = wire.render_sse(wire.chat_chunks(text="half"), done=False)
+    error = b'data: {"type": "error", "message": "rate limited"}\n\n'
+    result, _ = read_body(chat + error, "sse")
+    assert result.error == "rate limited"
+    assert output_text(result.output) == "half"
