@@ -20,7 +20,7 @@ import warnings
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 from jsonschema import exceptions as jsonschema_exceptions
@@ -28,6 +28,9 @@ from jsonschema import validators as jsonschema_validators
 
 from toolrelay.core.ids import new_id
 from toolrelay.core.items import Item
+
+_Call = TypeVar("_Call", bound=Mapping[str, Any])
+"""A function_call item, typed (`FunctionCallItem`) or not (`Item`): kept as it came."""
 
 __all__ = [
     "ArgumentsError",
@@ -95,14 +98,14 @@ def split_concatenated(arguments: str) -> list[str]:
     return pieces if len(pieces) >= 2 else [arguments]
 
 
-def split_calls(calls: Sequence[Item]) -> list[Item]:
+def split_calls(calls: Sequence[_Call]) -> list[_Call | Item]:
     """Replace each call holding several argument values by one call per value.
 
     The replacements get new `call_id`s and item ids and the original is
     dropped, so no call is left without an output (DESIGN §6). Calls that do
     not split are returned as the same objects.
     """
-    out: list[Item] = []
+    out: list[_Call | Item] = []
     for call in calls:
         arguments = call.get("arguments")
         pieces = split_concatenated(arguments) if isinstance(arguments, str) else []
