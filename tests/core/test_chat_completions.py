@@ -612,7 +612,11 @@ def test_slots_are_introduced_once_in_order(batches: list[list[Any]]) -> None:
             else:
                 assert delta.call_id is None
                 assert delta.name is not None or delta.arguments
-    assert len(set(seen.values())) == len(seen)
+    # a provider id reused at a new index opens a second slot with the same id (Kimi);
+    # the accumulator gives it a fresh one. Ids we mint ourselves never repeat.
+    sent = [f.get("id") for batch in batches for f in batch if isinstance(f, dict)]
+    minted = [call_id for call_id in seen.values() if call_id not in sent]
+    assert len(set(minted)) == len(minted)
 
 
 # --- recorded provider bodies, through the real SSE framing ----------------------
