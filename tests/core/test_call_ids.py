@@ -13,8 +13,8 @@ from typing import Any
 import orjson
 
 from toolrelay.core.body import read_body
+from toolrelay.core.formats.transcript import to_chat_messages, used_call_ids
 from toolrelay.core.items import Item, function_call_output_item
-from toolrelay.core.transcript import to_chat_messages, used_call_ids
 
 MINTED = re.compile(r"^call_[0-9a-f]{24}$")
 

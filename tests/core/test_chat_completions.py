@@ -13,12 +13,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.patience import fuzz_budget
-from toolrelay.core.chat_completions import (
-    ChatCompletionsDecoder,
-    arguments_text,
-    completion_to_deltas,
-    error_from_payload,
-)
 from toolrelay.core.deltas import (
     CitationDelta,
     Delta,
@@ -28,6 +22,12 @@ from toolrelay.core.deltas import (
     TextDelta,
     ToolCallDelta,
     UsageDelta,
+)
+from toolrelay.core.formats.chat_completions.parse import (
+    ChatCompletionsDecoder,
+    arguments_text,
+    completion_to_deltas,
+    error_from_payload,
 )
 from toolrelay.core.framing import SSEDecoder
 

@@ -19,8 +19,8 @@ from toolrelay.core.deltas import (
     ToolCallDelta,
     UsageDelta,
 )
+from toolrelay.core.formats.ollama.parse import OllamaDecoder
 from toolrelay.core.framing import NDJSONDecoder
-from toolrelay.core.ollama import OllamaDecoder
 
 MINTED = re.compile(r"^call_[0-9a-f]{24}$")
 

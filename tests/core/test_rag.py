@@ -8,8 +8,8 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
+from toolrelay.core.formats.transcript import TOOL_IMAGES_TEXT
 from toolrelay.core.rag import DEFAULT_TEMPLATE, RagSnapshot, inject, render_sources, take_snapshot
-from toolrelay.core.transcript import TOOL_IMAGES_TEXT
 
 TEMPLATE = "CTX[{{CONTEXT}}]"
 

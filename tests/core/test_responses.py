@@ -13,8 +13,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.patience import fuzz_budget
+from toolrelay.core.formats.responses.parse import (
+    ReduceMeta,
+    reduce_event,
+    response_object_to_output,
+)
 from toolrelay.core.items import Item
-from toolrelay.core.responses import ReduceMeta, reduce_event, response_object_to_output
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "streams" / "openai-responses"
 

@@ -1,10 +1,17 @@
-"""core.transcript: output items back into Chat Completions messages and Responses input."""
+"""core.formats.transcript: output items back into Chat Completions messages and Responses input."""
 
 from __future__ import annotations
 
 import copy
 from typing import Any
 
+from toolrelay.core.formats.transcript import (
+    INTERRUPTED_TOOL_RESULT,
+    TOOL_IMAGES_TEXT,
+    repair_history,
+    to_chat_messages,
+    to_responses_input,
+)
 from toolrelay.core.items import (
     Item,
     code_interpreter_item,
@@ -12,13 +19,6 @@ from toolrelay.core.items import (
     function_call_output_item,
     message_item,
     reasoning_item,
-)
-from toolrelay.core.transcript import (
-    INTERRUPTED_TOOL_RESULT,
-    TOOL_IMAGES_TEXT,
-    repair_history,
-    to_chat_messages,
-    to_responses_input,
 )
 
 

@@ -9,7 +9,7 @@ from starlette.responses import HTMLResponse
 
 from toolrelay import Relay, tool
 from toolrelay.core import events as ev
-from toolrelay.core.transcript import to_chat_messages
+from toolrelay.core.formats.transcript import to_chat_messages
 from toolrelay.testing.scripted_model import ScriptedModel, reply
 from toolrelay.testing.sinks import ListSink
 

@@ -29,7 +29,7 @@ async def weather(city: str) -> str:
 
 
 def tool_messages(request: Any) -> list[dict[str, Any]]:
-    from toolrelay.core.transcript import to_chat_messages
+    from toolrelay.core.formats.transcript import to_chat_messages
 
     return to_chat_messages(request.output)
 
@@ -395,7 +395,7 @@ async def test_coalescing_merges_deltas() -> None:
 
 
 async def test_reasoning_replayed_for_deepseek_style() -> None:
-    from toolrelay.core.transcript import to_chat_messages
+    from toolrelay.core.formats.transcript import to_chat_messages
 
     model = ScriptedModel(
         reply(reasoning=["need a sum"], calls=[("add", {"a": 1, "b": 1})]), reply("2")
@@ -475,7 +475,7 @@ PIXEL = "data:image/png;base64," + "iVBORw0KGgo" * 200
 
 
 async def test_image_results_go_to_the_model_and_are_stripped_for_clients() -> None:
-    from toolrelay.core.transcript import to_chat_messages
+    from toolrelay.core.formats.transcript import to_chat_messages
 
     @tool
     def screenshot() -> str:

@@ -24,15 +24,15 @@ from toolrelay.core.accumulator import Accumulator
 from toolrelay.core.body import BodyReader, ReadResult
 from toolrelay.core.decide import Step, decide
 from toolrelay.core.formats.content import detect_format
-from toolrelay.core.items import output_text
-from toolrelay.core.responses import reduce_event, response_object_to_output
-from toolrelay.core.tool_calls import parse_arguments, split_calls, split_concatenated
-from toolrelay.core.transcript import (
+from toolrelay.core.formats.responses.parse import reduce_event, response_object_to_output
+from toolrelay.core.formats.transcript import (
     repair_history,
     to_chat_messages,
     to_responses_input,
     used_call_ids,
 )
+from toolrelay.core.items import output_text
+from toolrelay.core.tool_calls import parse_arguments, split_calls, split_concatenated
 from toolrelay.core.usage import merge_usage, normalise_usage
 
 FUZZ = settings(

@@ -9,8 +9,8 @@ import pytest
 
 from toolrelay.core.accumulator import Accumulator
 from toolrelay.core.body import BodyReader, read_body
+from toolrelay.core.formats.transcript import to_chat_messages, to_responses_input, used_call_ids
 from toolrelay.core.tool_calls import split_calls, split_concatenated
-from toolrelay.core.transcript import to_chat_messages, to_responses_input, used_call_ids
 
 
 def test_response_object_with_object_arguments() -> None:

@@ -23,20 +23,20 @@ from typing import Any
 import orjson
 
 from toolrelay.core.accumulator import Accumulator, Clock
-from toolrelay.core.chat_completions import (
-    ChatCompletionsDecoder,
-    completion_to_deltas,
-    error_from_payload,
-)
 from toolrelay.core.delta_accumulator import DeltaAccumulator
 from toolrelay.core.deltas import ErrorDelta
 from toolrelay.core.event_accumulator import EventAccumulator
 from toolrelay.core.events import Event
+from toolrelay.core.formats.chat_completions.parse import (
+    ChatCompletionsDecoder,
+    completion_to_deltas,
+    error_from_payload,
+)
 from toolrelay.core.formats.content import BodyFormat, detect_format
+from toolrelay.core.formats.ollama.parse import OllamaDecoder
+from toolrelay.core.formats.responses.parse import response_object_to_output
 from toolrelay.core.framing import NDJSONDecoder, RawFrame, SSEDecoder
 from toolrelay.core.items import Item
-from toolrelay.core.ollama import OllamaDecoder
-from toolrelay.core.responses import response_object_to_output
 from toolrelay.core.think_tags import TagConfig
 from toolrelay.core.usage import normalise_usage
 

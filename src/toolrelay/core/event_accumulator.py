@@ -1,6 +1,6 @@
 """Responses API events -> output items + client events (the events input mode).
 
-Each event goes through the pure reducer (`core.responses.reduce_event`,
+Each event goes through the pure reducer (`core.formats.responses.parse.reduce_event`,
 SPEC R4) and is forwarded with a turn-wide `output_index`; plain deltas are
 batched by `DeltaBuffer` and folded in before the next structural event, the
 same result as reducing each without quadratic copying. Shared invariants:
@@ -13,10 +13,10 @@ from typing import Any
 
 from toolrelay.core import events as ev
 from toolrelay.core.accumulator import Accumulator
-from toolrelay.core.chat_completions import arguments_text
 from toolrelay.core.events import Event
+from toolrelay.core.formats.chat_completions.parse import arguments_text
+from toolrelay.core.formats.responses.parse import reduce_event
 from toolrelay.core.items import Item
-from toolrelay.core.responses import reduce_event
 from toolrelay.core.responses_buffer import DeltaBuffer
 from toolrelay.core.tool_calls import split_calls
 from toolrelay.core.usage import normalise_usage

@@ -14,7 +14,7 @@ rebuilt from it (`inject`):
    to the snapshot, then the block is prepended (`block + "\\n\\n" + prompt`).
    Image parts of a list-content message are kept, in place.
 2. The user prompt message is the last `user` message that is not the tool
-   images message `core.transcript` emits (`TOOL_IMAGES_TEXT`).
+   images message `core.formats.transcript` emits (`TOOL_IMAGES_TEXT`).
 3. With no user prompt (no such message, or none in the snapshot) the block
    goes into the first system message instead, whose text becomes the
    snapshot's system prompt plus the block; one is inserted if absent.
@@ -37,7 +37,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from toolrelay.core.transcript import TOOL_IMAGES_TEXT
+from toolrelay.core.formats.transcript import TOOL_IMAGES_TEXT
 
 __all__ = ["DEFAULT_TEMPLATE", "RagSnapshot", "inject", "render_sources", "take_snapshot"]
 

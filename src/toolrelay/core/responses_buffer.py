@@ -1,6 +1,6 @@
 """Batches Responses API delta events between structural events.
 
-The pure reducer (`core.responses.reduce_event`) copies the touched item and
+The pure reducer (`core.formats.responses.parse.reduce_event`) copies the touched item and
 concatenates strings on every delta: fine per event, quadratic over a long
 stream. `DeltaBuffer` holds the commonest deltas — text, reasoning text,
 summary text and arguments aimed at an item and part that already exist —

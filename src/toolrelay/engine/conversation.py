@@ -3,7 +3,7 @@
 `Relay.run` is stateless: it answers the messages it is given. A
 `Conversation` keeps the history for the caller: after each turn it appends
 the new user message and the turn's output as Chat Completions messages
-(assistant text, tool calls with their results; `core.transcript` rules), so
+(assistant text, tool calls with their results; `core.formats.transcript` rules), so
 the next turn sees them. A turn that fails is remembered with what it
 produced; a cancelled turn, or a stream left before its final event, is not.
 """
@@ -14,7 +14,7 @@ from collections.abc import AsyncGenerator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from toolrelay.core.events import Event
-from toolrelay.core.transcript import to_chat_messages
+from toolrelay.core.formats.transcript import to_chat_messages
 from toolrelay.engine.finish import RunResult
 from toolrelay.engine.interfaces import EventSink, Message
 from toolrelay.engine.sinks import stream_events

@@ -27,7 +27,7 @@ class ModelRequest:
     messages: Sequence[Message]
     """Chat Completions-style history (system, user, assistant, tool …)."""
     output: Sequence[Item] = ()
-    """Items of this turn so far; clients convert them with `core.transcript`."""
+    """Items of this turn so far; clients convert them with `core.formats.transcript`."""
     tools: Sequence[Mapping[str, Any]] = ()
     """OpenAI function tool specs `{type: function, function: {name, description, parameters}}`."""
     params: Mapping[str, Any] = field(default_factory=dict)

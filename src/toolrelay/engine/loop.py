@@ -34,11 +34,11 @@ from toolrelay.core.decide import (
 )
 from toolrelay.core.deltas import ErrorDelta
 from toolrelay.core.events import Event
+from toolrelay.core.formats.transcript import used_call_ids
 from toolrelay.core.items import Item
 from toolrelay.core.rag import RagSnapshot, inject, take_snapshot
 from toolrelay.core.status import TurnStatus
 from toolrelay.core.think_tags import TagConfig
-from toolrelay.core.transcript import used_call_ids
 from toolrelay.core.usage import merge_usage
 from toolrelay.engine.coalesce import Coalescer
 from toolrelay.engine.finish import Finisher, RunResult, TurnEnd

@@ -7,10 +7,10 @@ from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
 from typing import Any
 
 from toolrelay.core.events import Event
+from toolrelay.core.formats.transcript import repair_history
 from toolrelay.core.ids import new_id
 from toolrelay.core.rag import take_snapshot
 from toolrelay.core.think_tags import TagConfig
-from toolrelay.core.transcript import repair_history
 from toolrelay.engine.conversation import Conversation
 from toolrelay.engine.filters import run_inlets
 from toolrelay.engine.finish import Finisher, RunResult

@@ -28,8 +28,8 @@ from toolrelay.adapters.events import EventBus
 from toolrelay.adapters.stores import NotFoundError, Store, StoredMessage
 from toolrelay.core import events as ev
 from toolrelay.core.events import Event
+from toolrelay.core.formats.responses.parse import reduce_event
 from toolrelay.core.items import Item, output_text
-from toolrelay.core.responses import reduce_event
 from toolrelay.engine.interfaces import Message
 
 log = logging.getLogger(__name__)

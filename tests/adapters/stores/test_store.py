@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from toolrelay.adapters.stores import NotFoundError, Store
-from toolrelay.core.transcript import to_chat_messages
+from toolrelay.core.formats.transcript import to_chat_messages
 
 pytestmark = pytest.mark.anyio
 

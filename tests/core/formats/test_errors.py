@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from toolrelay.adapters.models.errors import error_from_response
-from toolrelay.core.chat_completions import error_from_payload
+from toolrelay.core.formats.chat_completions.parse import error_from_payload
 from toolrelay.core.formats.errors import error_message
 from toolrelay.core.formats.sse import dumps
 

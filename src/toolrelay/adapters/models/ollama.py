@@ -17,7 +17,7 @@ from toolrelay.adapters.models.http import (
     bearer,
 )
 from toolrelay.core.formats.ollama.request import request_body
-from toolrelay.core.transcript import ReasoningReplay
+from toolrelay.core.formats.transcript import ReasoningReplay
 from toolrelay.engine.interfaces import ModelRequest
 
 __all__ = ["Ollama"]

@@ -19,7 +19,7 @@ from toolrelay.adapters.models.http import (
     v1_url,
 )
 from toolrelay.core.formats.chat_completions.request import request_body
-from toolrelay.core.transcript import ReasoningReplay
+from toolrelay.core.formats.transcript import ReasoningReplay
 from toolrelay.engine.interfaces import ModelRequest
 
 __all__ = ["OpenAIChat"]

@@ -14,8 +14,8 @@ from typing import Any, Final
 import orjson
 
 from toolrelay.adapters.stores.base import StoredMessage, TurnFields
+from toolrelay.core.formats.transcript import to_chat_messages
 from toolrelay.core.status import TurnStatus
-from toolrelay.core.transcript import to_chat_messages
 from toolrelay.engine.interfaces import Message
 
 __all__ = ["Clock", "history_messages", "message_content", "turn_fields", "utc_now"]

@@ -8,12 +8,18 @@ build what real model servers send with the same renderers.
 
 Layout, one sub-package per API:
 
-- `chat_completions`: OpenAI Chat Completions. `render` (chunks, the completion
-  body, a turn's streamed answer), `request` (the upstream request body).
-- `responses`: OpenAI Responses. `render` (the `response` object, numbered
-  events, a turn's streamed answer), `convert` (input items <-> Chat messages,
-  flat tools), `request` (the upstream request body).
-- `ollama`: Ollama `/api/chat`. `request` (messages and body).
+- `chat_completions`: OpenAI Chat Completions. `parse` (chunks -> deltas),
+  `render` (chunks, the completion body, a turn's streamed answer),
+  `request` (the upstream request body).
+- `responses`: OpenAI Responses. `parse` (the pure event reducer), `render`
+  (the `response` object, numbered events, a turn's streamed answer),
+  `convert` (input items <-> Chat messages, flat tools), `request` (the
+  upstream request body).
+- `ollama`: Ollama `/api/chat`. `parse` (lines -> deltas), `request`
+  (messages and body).
+
+`transcript` turns a turn's items back into what a provider reads next (Chat
+messages or Responses input items).
 
 Shared by all three: `answer` (a finished turn -> what an OpenAI answer says:
 the one place that decides finish reasons and statuses), `sse` (SSE framing of

@@ -1,6 +1,6 @@
 """The human message inside any error payload a peer sends, found one way.
 
-Used for in-stream errors (`core.chat_completions.error_from_payload`) and
+Used for in-stream errors (`core.formats.chat_completions.parse.error_from_payload`) and
 for HTTP error bodies (`adapters.models.errors.error_from_response`) alike.
 Shapes read: OpenAI `{"error": {"message"}}`, Ollama `{"error": "…"}`,
 FastAPI/vLLM `{"detail"}`, `{"msg"}`, a bare string, and a nested

@@ -1,1 +1,1 @@
-"""OpenAI Chat Completions: what we write (`render`) and what we ask a model server for (`request`)."""
+"""OpenAI Chat Completions: reading chunks (`parse`), writing answers (`render`), request bodies (`request`)."""

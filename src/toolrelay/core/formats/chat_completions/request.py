@@ -1,7 +1,7 @@
 """The Chat Completions request body a model client sends (`POST /v1/chat/completions`).
 
 The history goes first, then this turn's items converted back to messages
-(`core.transcript.to_chat_messages`, SPEC R13), the tools, and parameters:
+(`core.formats.transcript.to_chat_messages`, SPEC R13), the tools, and parameters:
 the client's defaults first, the request's win last.
 """
 
@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from toolrelay.core.formats.transcript import ReasoningReplay, to_chat_messages
 from toolrelay.core.items import Item
-from toolrelay.core.transcript import ReasoningReplay, to_chat_messages
 
 __all__ = ["request_body"]
 

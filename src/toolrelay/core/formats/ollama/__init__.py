@@ -1,1 +1,1 @@
-"""Ollama `/api/chat`: the request body and its messages (`request`)."""
+"""Ollama `/api/chat`: reading lines (`parse`) and the request body and its messages (`request`)."""

@@ -20,8 +20,8 @@ from typing import Any, Final
 
 import orjson
 
+from toolrelay.core.formats.transcript import ReasoningReplay, to_chat_messages
 from toolrelay.core.items import Item
-from toolrelay.core.transcript import ReasoningReplay, to_chat_messages
 
 __all__ = ["TOP_LEVEL_PARAMS", "ollama_messages", "request_body"]
 

@@ -1,1 +1,1 @@
-"""OpenAI Responses: what we write (`render`), input conversions (`convert`), request bodies (`request`)."""
+"""OpenAI Responses: the event reducer (`parse`), answers (`render`), input conversions (`convert`), request bodies (`request`)."""

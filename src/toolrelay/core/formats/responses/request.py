@@ -1,7 +1,7 @@
 """The Responses request body a model client sends (`POST /v1/responses`).
 
 The history is converted with `convert.history_input`, this turn's items with
-`core.transcript.to_responses_input`; function tools take the flat shape.
+`core.formats.transcript.to_responses_input`; function tools take the flat shape.
 
 SPEC R14: `stateful` is the one flag. A stateful client sends `store: true`
 and, when the engine names the turn's previous response
@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from toolrelay.core.formats.responses.convert import flat_tool, history_input
+from toolrelay.core.formats.transcript import to_responses_input
 from toolrelay.core.items import Item
-from toolrelay.core.transcript import to_responses_input
 
 __all__ = ["request_body"]
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from toolrelay.core.chat_completions import arguments_text, error_from_payload
 from toolrelay.core.deltas import (
     Delta,
     FinishDelta,
@@ -24,6 +23,7 @@ from toolrelay.core.deltas import (
     ToolCallDelta,
     UsageDelta,
 )
+from toolrelay.core.formats.chat_completions.parse import arguments_text, error_from_payload
 from toolrelay.core.ids import new_id
 
 __all__ = ["OllamaDecoder"]
