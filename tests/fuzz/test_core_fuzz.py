@@ -20,9 +20,9 @@ from hypothesis import strategies as st
 
 from tests.fuzz.strategies import bodies, json_values
 from tests.patience import fuzz_budget
-from toolrelay.core.accumulator import Accumulator
 from toolrelay.core.body import BodyReader, ReadResult
 from toolrelay.core.decide import Step, decide
+from toolrelay.core.event_accumulator import EventAccumulator as Accumulator
 from toolrelay.core.formats.content import detect_format
 from toolrelay.core.formats.responses.parse import reduce_event, response_object_to_output
 from toolrelay.core.formats.transcript import (
@@ -61,7 +61,7 @@ def read(body: bytes, fmt: str | None, cuts: list[int], dropped: bool) -> ReadRe
 def downstream(output: list[Any]) -> None:
     """What the engine does next with a response's items."""
     calls = [i for i in output if isinstance(i, dict) and i.get("type") == "function_call"]
-    for call in split_calls(calls):  # type: ignore[arg-type]
+    for call in split_calls(calls):
         name, raw = call.get("name"), call.get("arguments")
         parse_arguments(
             name if isinstance(name, str) else "", raw if isinstance(raw, str) else None

@@ -7,8 +7,8 @@ from typing import Any
 import orjson
 import pytest
 
-from toolrelay.core.accumulator import Accumulator
 from toolrelay.core.body import BodyReader, read_body
+from toolrelay.core.event_accumulator import EventAccumulator as Accumulator
 from toolrelay.core.formats.transcript import to_chat_messages, to_responses_input, used_call_ids
 from toolrelay.core.tool_calls import split_calls, split_concatenated
 
