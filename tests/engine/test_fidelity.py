@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 from starlette.responses import HTMLResponse
 
-from toolrelay import Relay, tool
+from toolrelay import Relay, RunLimits, tool
 from toolrelay.core import events as ev
 from toolrelay.core.formats.transcript import to_chat_messages
 from toolrelay.testing.scripted_model import ScriptedModel, reply
@@ -113,3 +114,39 @@ async def test_an_image_inside_a_dict_reaches_the_model_as_an_image() -> None:
     assert sent[-2]["content"] == '{"title":"sales","image":"[image]"}'
     assert sent[-1]["role"] == "user"
     assert {"type": "image_url", "image_url": {"url": PNG}} in sent[-1]["content"]
+
+
+# ---------------------------------------------------------------- __event_call__ (item 16)
+
+
+@tool
+async def ask_name(__event_call__: Any) -> str:
+    """Ask the user for their name."""
+    answer = await __event_call__({"type": "input", "data": {"title": "Your name?"}})
+    return f"Hello, {answer}!"
+
+
+async def test_an_event_call_is_answered_like_a_client_tool() -> None:
+    model = ScriptedModel(reply(calls=[("ask_name", {})]), reply("Greeted."))
+    relay = Relay(model, [ask_name], limits=RunLimits(client_tool_timeout=30))  # a hang guard
+    sink = ListSink()
+
+    async def answer() -> None:
+        asked = await sink.wait_for("input")
+        assert asked.data["data"] == {"title": "Your name?"}
+        assert relay.submit_tool_result(asked.data["id"], "Ada")
+
+    helper = asyncio.create_task(answer())
+    result = await relay.run("greet me", sink=sink)
+    await helper
+    assert result.output[1]["output"] == "Hello, Ada!"
+
+
+async def test_an_unanswered_event_call_says_how_long_it_waited() -> None:
+    model = ScriptedModel(reply(calls=[("ask_name", {})]), reply("Nobody answered."))
+    limits = RunLimits(client_tool_timeout=0.05)
+    result = await Relay(model, [ask_name], limits=limits).run("greet me")
+    assert result.output[1]["output"] == (
+        "Error: no answer to the `input` event call after 0.05 s."
+    )
+    assert result.output[1]["status"] == "failed"

@@ -12,7 +12,7 @@ import pytest
 
 from tests.server.conftest import Running, ServerThread, make_settings
 from tests.server.test_chats_api import LOCATION_TOOL, new_chat, wait_saved
-from toolrelay.config.settings import ModelRoute
+from toolrelay.config.settings import LimitsConfig, ModelRoute
 from toolrelay.core.framing import SSEDecoder
 from toolrelay.core.tool_results import UI_SHOWN_TEXT
 from toolrelay.testing.fake_server import FakeModelServer, SSEReply
@@ -121,3 +121,36 @@ def test_a_client_tools_inline_html_becomes_an_embed(
     assert output["output"] == UI_SHOWN_TEXT
     sent = running.upstream.requests[1].json["messages"][-1]
     assert sent == {"role": "tool", "tool_call_id": "call_g", "content": UI_SHOWN_TEXT}
+
+
+# --------------------------------------------------------------------------- __event_call__
+
+
+def test_an_event_call_is_answered_through_the_tool_results_endpoint(
+    tmp_path: Path, upstream: FakeModelServer
+) -> None:
+    tools = Path(__file__).parent / "event_call_tools.py"
+    hang_guard = LimitsConfig(client_tool_timeout=20)
+    settings = make_settings(tmp_path, upstream, tools=[str(tools)], limits=hang_guard)
+    upstream.route(
+        CHAT,
+        SSEReply(chat_chunks(tool_calls=[ToolCallSpec("ask_name", {}, id="call_n")])),
+        SSEReply(chat_chunks(text="Greeted.")),
+    )
+    with ServerThread(settings) as base_url, Running(base_url, upstream, settings).client() as c:
+        chat_id = new_chat(c, model="fake")
+        c.post(f"/api/chats/{chat_id}/messages", json={"content": "greet me"})
+        seen: list[dict[str, Any]] = []
+        decoder = SSEDecoder()
+        with c.stream("GET", f"/api/chats/{chat_id}/events") as response:
+            for chunk in response.iter_bytes():
+                for frame in decoder.feed(chunk):
+                    event = orjson.loads(frame.data)
+                    seen.append(event)
+                    if event["type"] == "input":
+                        answer = {"id": event["data"]["id"], "result": "Ada"}
+                        assert c.post(f"/api/chats/{chat_id}/tool-results", json=answer).is_success
+        saved = wait_saved(c, chat_id)
+    assert any(e["type"] == "input" for e in seen)
+    output = next(i for i in saved["output"] if i["type"] == "function_call_output")
+    assert output["output"] == "Hello, Ada!"

@@ -31,6 +31,7 @@ from toolrelay.engine.loop import Turn, TurnSetup
 from toolrelay.engine.pending import PendingCalls
 from toolrelay.engine.sinks import NullSink, stream_events
 from toolrelay.engine.toolbox import Toolbox
+from toolrelay.errors import ToolError
 
 
 class Relay:
@@ -190,10 +191,21 @@ class Relay:
         await self.aclose()
 
     def _caller(self, sink: EventSink) -> Any:
+        """A tool's `__event_call__`: an event the client answers like `execute:tool`.
+
+        The answer arrives through `submit_tool_result(id, …)` (the server's
+        tool-results endpoint); ids are fresh, so they never meet a call id.
+        """
+        limit = self.limits.client_tool_timeout
+
         async def call(event: dict[str, Any]) -> Any:
             key = new_id("evc")
-            await sink.emit(Event(str(event.get("type", "event_call")), {**event, "id": key}))
-            return await self.pending.wait(f"call:{key}", self.limits.client_tool_timeout)
+            kind = str(event.get("type", "event_call"))
+            await sink.emit(Event(kind, {**event, "id": key}))
+            try:
+                return await self.pending.wait(f"tool:{key}", limit)
+            except TimeoutError:
+                raise ToolError(f"no answer to the `{kind}` event call after {limit:g} s.") from None
 
         return call
 
