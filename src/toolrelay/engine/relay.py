@@ -205,7 +205,9 @@ class Relay:
             try:
                 return await self.pending.wait(f"tool:{key}", limit)
             except TimeoutError:
-                raise ToolError(f"no answer to the `{kind}` event call after {limit:g} s.") from None
+                raise ToolError(
+                    f"no answer to the `{kind}` event call after {limit:g} s."
+                ) from None
 
         return call
 
