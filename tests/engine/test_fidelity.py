@@ -11,6 +11,7 @@ from starlette.responses import HTMLResponse
 from toolrelay import Relay, RunLimits, tool
 from toolrelay.core import events as ev
 from toolrelay.core.formats.transcript import to_chat_messages
+from toolrelay.core.think_tags import TagConfig
 from toolrelay.testing.scripted_model import ScriptedModel, reply
 from toolrelay.testing.sinks import ListSink
 
@@ -150,3 +151,74 @@ async def test_an_unanswered_event_call_says_how_long_it_waited() -> None:
         "Error: no answer to the `input` event call after 0.05 s."
     )
     assert result.output[1]["status"] == "failed"
+
+
+# ---------------------------------------------------------------- code interpreter (items 17, cap)
+
+CODE = '<code_interpreter type="code" lang="python">print(1)</code_interpreter>'
+MAY_RUN_CODE = {"id": "u1", "role": "user", "permissions": {"features": {"code_interpreter": True}}}
+
+
+class CountingRunner:
+    """A code runner that records what it ran (no process)."""
+
+    def __init__(self) -> None:
+        self.ran: list[str] = []
+
+    async def run(self, code: str, lang: str) -> dict[str, Any]:
+        self.ran.append(code)
+        return {"stdout": "1\n", "stderr": "", "exit_code": 0}
+
+
+async def run_code_turn(
+    runner: CountingRunner | None, *, relay_args: dict[str, Any], run_args: dict[str, Any]
+) -> Any:
+    model = ScriptedModel(reply(CODE), reply("It printed 1."))
+    relay = Relay(model, code_runner=runner, tags=TagConfig(code_interpreter=True), **relay_args)
+    return await relay.run("compute", **run_args)
+
+
+async def test_code_runs_when_every_gate_is_open() -> None:
+    runner = CountingRunner()
+    result = await run_code_turn(
+        runner,
+        relay_args={"capabilities": {"code_interpreter": True}},
+        run_args={"user": MAY_RUN_CODE, "features": {"code_interpreter": True}},
+    )
+    assert runner.ran == ["print(1)"]
+    assert [i["type"] for i in result.output] == ["code_interpreter", "message"]
+
+
+@pytest.mark.parametrize(
+    ("relay_args", "run_args"),
+    [
+        ({}, {"user": MAY_RUN_CODE, "features": {"code_interpreter": False}}),
+        ({"builtin_tools": {"code_interpreter": False}}, {"user": MAY_RUN_CODE}),
+        ({"capabilities": {"code_interpreter": False}}, {"user": MAY_RUN_CODE}),
+        ({}, {"user": {"id": "u2", "role": "user"}}),
+    ],
+    ids=["not-requested", "model-builtin-tools-off", "model-not-capable", "user-not-permitted"],
+)
+async def test_a_closed_gate_keeps_the_code_from_running(
+    relay_args: dict[str, Any], run_args: dict[str, Any]
+) -> None:
+    runner = CountingRunner()
+    result = await run_code_turn(runner, relay_args=relay_args, run_args=run_args)
+    assert runner.ran == []
+    assert all(i["type"] != "code_interpreter" for i in result.output)
+    assert "print(1)" in result.text  # left as the model's text
+
+
+async def test_without_a_runner_the_tag_is_plain_text() -> None:
+    result = await run_code_turn(None, relay_args={}, run_args={"user": MAY_RUN_CODE})
+    assert all(i["type"] != "code_interpreter" for i in result.output)
+
+
+async def test_the_code_interpreter_runs_at_most_five_times() -> None:
+    runner = CountingRunner()
+    model = ScriptedModel(*[reply(CODE) for _ in range(6)], reply("never asked"))
+    relay = Relay(model, code_runner=runner, tags=TagConfig(code_interpreter=True))
+    result = await relay.run("compute forever")
+    assert len(runner.ran) == 5
+    assert len(model.requests) == 6
+    assert result.status == "completed"

@@ -3,11 +3,13 @@ and `relay.chat()` for a conversation that remembers its turns."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
 from typing import Any
 
 from toolrelay.core.events import Event
 from toolrelay.core.formats.transcript import repair_history
+from toolrelay.core.gates import code_interpreter_allowed
 from toolrelay.core.ids import new_id
 from toolrelay.core.rag import take_snapshot
 from toolrelay.core.think_tags import TagConfig
@@ -51,11 +53,15 @@ class Relay:
         code_runner: CodeRunner | None = None,
         params: Mapping[str, Any] | None = None,
         name: str | None = None,
+        capabilities: Mapping[str, Any] | None = None,
+        builtin_tools: Mapping[str, Any] | None = None,
     ) -> None:
         """`tools` are `Tool`s (`@tool` makes one of a function) and `ToolSource`s
         (`MCPServer`, `OpenAPIServer`, `ToolFile`); names must differ.
 
         `name` is what the saved turn records as its model (a server route name).
+        `capabilities` and `builtin_tools` are the model's settings that two of
+        the code-interpreter gates read (SPEC R5); `code_runner` is the global one.
         """
         self.model = model
         fixed: list[Tool] = []
@@ -78,6 +84,8 @@ class Relay:
         self.code_runner = code_runner
         self.params = dict(params or {})
         self.name = name
+        self.capabilities = capabilities
+        self.builtin_tools = builtin_tools
         self.pending = PendingCalls()
 
     def coerce(self, item: object) -> object:
@@ -99,8 +107,13 @@ class Relay:
         extra_tools: Iterable[Tool] = (),
         deferred: Iterable[str] = (),
         params: Mapping[str, Any] | None = None,
+        features: Mapping[str, Any] | None = None,
     ) -> RunResult:
-        """Run one turn to its end. Cancelling the task saves the partial turn, then re-raises."""
+        """Run one turn to its end. Cancelling the task saves the partial turn, then re-raises.
+
+        `features` are what the chat asked for (`{"code_interpreter": True}`);
+        None means the library default: a configured code runner is requested.
+        """
         history = _as_messages(messages)
         if self.filters:
             body = await run_inlets(self.filters, {"messages": history, "chat_id": chat_id}, user)
@@ -110,6 +123,7 @@ class Relay:
         sink = sink or NullSink()
         tools = dict(await self.toolbox.tools())
         tools.update({t.spec.name: t for t in extra_tools})
+        code_runner, tags = self._code_path(features, user)
         setup = TurnSetup(
             model=self.model,
             messages=history,
@@ -138,8 +152,8 @@ class Relay:
                 event_call=self._caller(sink),
             ),
             params={**self.params, **(params or {})},
-            tags=self.tags,
-            code_runner=self.code_runner,
+            tags=tags,
+            code_runner=code_runner,
             rag=take_snapshot(history, sources) if sources else None,
             deferred=frozenset(deferred),
         )
@@ -189,6 +203,27 @@ class Relay:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
+
+    def _code_path(
+        self, features: Mapping[str, Any] | None, user: Mapping[str, Any] | None
+    ) -> tuple[CodeRunner | None, TagConfig | None]:
+        """The runner and tag config of one turn: code runs only when all five gates agree.
+
+        A closed gate turns the `<code_interpreter>` tag off, so the model's
+        block stays text. A turn without a user is the library owner's own.
+        """
+        tags = self.tags
+        requested = True if features is None else features.get("code_interpreter") is True
+        allowed = code_interpreter_allowed(
+            requested=requested,
+            globally_enabled=self.code_runner is not None,
+            builtin_tools=self.builtin_tools,
+            capabilities=self.capabilities,
+            user=user if user is not None else {"role": "admin"},
+        )
+        if tags is not None:
+            tags = dataclasses.replace(tags, code_interpreter=allowed)
+        return (self.code_runner if allowed else None), tags
 
     def _caller(self, sink: EventSink) -> Any:
         """A tool's `__event_call__`: an event the client answers like `execute:tool`.
