@@ -15,7 +15,7 @@ from tests.server.test_chats_api import LOCATION_TOOL, new_chat, wait_saved
 from toolrelay.config.settings import LimitsConfig, ModelRoute
 from toolrelay.core.framing import SSEDecoder
 from toolrelay.core.tool_results import UI_SHOWN_TEXT
-from toolrelay.testing.fake_server import FakeModelServer, SSEReply
+from toolrelay.testing.fake_server import BodyReply, FakeModelServer, SSEReply
 from toolrelay.testing.wire import (
     ToolCallSpec,
     chat_chunks,
@@ -154,3 +154,21 @@ def test_an_event_call_is_answered_through_the_tool_results_endpoint(
     assert any(e["type"] == "input" for e in seen)
     output = next(i for i in saved["output"] if i["type"] == "function_call_output")
     assert output["output"] == "Hello, Ada!"
+
+
+# --------------------------------------------------------------------------- passthrough (R2, R23)
+
+
+@pytest.mark.parametrize("content_type", ["text/plain; charset=utf-8", "text/html"])
+def test_a_plain_text_200_body_is_passed_through_as_the_answer(
+    running: Running, content_type: str
+) -> None:
+    running.upstream.route(CHAT, BodyReply(b"Served as plain text.", content_type=content_type))
+    with running.client() as http:
+        answer = http.post(
+            CHAT, json={"model": "fake", "messages": [{"role": "user", "content": "hi"}]}
+        )
+    assert answer.status_code == 200, answer.text
+    choice = answer.json()["choices"][0]
+    assert choice["message"]["content"] == "Served as plain text."
+    assert choice["finish_reason"] == "stop"

@@ -12,6 +12,8 @@ Ollama) until its first Responses event, which switches it to an
 speaks one API: once deltas have built items, Responses events are ignored
 except `error`; once in events mode, chunks add no items (their usage,
 finish reason and errors still count).
+A whole body that is UTF-8 text but not JSON (a plain-text or HTML 200) is
+passed through as the answer (SPEC R2, R23); cut JSON or binary is an error.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import orjson
 
 from toolrelay.core.accumulator import Accumulator, Clock
 from toolrelay.core.delta_accumulator import DeltaAccumulator
-from toolrelay.core.deltas import ErrorDelta
+from toolrelay.core.deltas import ErrorDelta, FinishDelta, TextDelta
 from toolrelay.core.event_accumulator import EventAccumulator
 from toolrelay.core.events import Event
 from toolrelay.core.formats.chat_completions.parse import (
@@ -210,6 +212,9 @@ class BodyReader:
             return self.acc.feed(ErrorDelta("The model server sent an empty body."))
         obj = self._parse(body)
         if obj is None:
+            text = _plain_text(body)
+            if text is not None:
+                return self._passthrough(text)
             return self._malformed(body.decode("utf-8", "replace"))
         self.frames += 1
         if "choices" in obj:
@@ -219,6 +224,11 @@ class BodyReader:
         if obj.get("object") == "response" or isinstance(obj.get("output"), list):
             return self._response_object(obj)
         return self.acc.feed(error_from_payload(obj))
+
+    def _passthrough(self, text: str) -> list[Event]:
+        """A body in no known format is the answer, as it is (SPEC R2, R23)."""
+        self.frames += 1
+        return self.acc.feed_many([TextDelta(text), FinishDelta("stop")])
 
     def _response_object(self, obj: dict[str, Any]) -> list[Event]:
         output, _meta = response_object_to_output(obj)
@@ -264,6 +274,18 @@ class BodyReader:
             )
         snippet = data[:_SNIPPET] + ("…" if len(data) > _SNIPPET else "")
         return self.acc.feed(ErrorDelta(f"Malformed chunk from the model server: {snippet!r}"))
+
+
+def _plain_text(body: bytes) -> str | None:
+    """The body as text when it is UTF-8 and does not look like (cut) JSON; else None."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    head = text.lstrip("\ufeff \t\r\n")[:1]
+    if head in ("{", "[") or any(c < " " and c not in "\t\r\n" for c in text[:512]):
+        return None
+    return text
 
 
 def read_body(
