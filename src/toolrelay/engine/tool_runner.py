@@ -135,9 +135,8 @@ def _prepare(call: Item, env: ToolEnv) -> _Prepared:
     if tool is None:
         return _Prepared(call, parsed.value, None, f'Error: Tool "{name}" not found.')
     spec = tool.spec
-    args = (
-        filter_to_schema(parsed.value, spec.parameters) if spec.filter_arguments else parsed.value
-    )
+    filtering = spec.filter_arguments and spec.kind != "mcp"  # an MCP server validates (R8)
+    args = filter_to_schema(parsed.value, spec.parameters) if filtering else parsed.value
     problem = None if spec.validates_arguments else validate_arguments(name, args, spec.parameters)
     if problem is not None:
         return _Prepared(call, args, tool, problem)
