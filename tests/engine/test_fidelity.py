@@ -222,3 +222,45 @@ async def test_the_code_interpreter_runs_at_most_five_times() -> None:
     assert len(runner.ran) == 5
     assert len(model.requests) == 6
     assert result.status == "completed"
+
+
+# ---------------------------------------------------------------- background tasks (item 18)
+
+TASK_REPLIES = ('{"title": "Sums"}', '{"tags": ["math"]}', '{"follow_ups": ["And 3+3?"]}')
+
+
+class AfterDone:
+    """A task model that records whether the final event was out when it was asked."""
+
+    def __init__(self, sink: ListSink) -> None:
+        self.inner = ScriptedModel(*[reply(t) for t in TASK_REPLIES])
+        self.sink = sink
+        self.done_before: list[bool] = []
+
+    async def open(self, request: Any) -> Any:
+        final = [e for e in self.sink.of(ev.CHAT_COMPLETION) if e.data.get("done")]
+        self.done_before.append(bool(final))
+        return await self.inner.open(request)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+async def test_background_tasks_run_after_the_final_done_event() -> None:
+    sink = ListSink()
+    task_model = AfterDone(sink)
+    relay = Relay(ScriptedModel(reply("It is 2.")), task_model=task_model)  # type: ignore[arg-type]
+    result = await relay.run("1+1?", sink=sink)
+    assert task_model.done_before == [True, True, True]
+    types = sink.types()
+    done = next(i for i, e in enumerate(sink.events) if e.data.get("done"))
+    assert {ev.CHAT_TITLE, ev.CHAT_TAGS, ev.CHAT_FOLLOW_UPS} <= set(types[done + 1 :])
+    assert result.title == "Sums" and result.follow_ups == ("And 3+3?",)
+
+
+async def test_relay_stream_yields_the_task_events_after_done() -> None:
+    task_model = ScriptedModel(*[reply(t) for t in TASK_REPLIES])
+    relay = Relay(ScriptedModel(reply("It is 2.")), task_model=task_model)
+    types = [e.type async for e in relay.stream("1+1?")]
+    done = types.index(ev.CHAT_COMPLETION)
+    assert sorted(types[done + 1 :]) == sorted([ev.CHAT_FOLLOW_UPS, ev.CHAT_TAGS, ev.CHAT_TITLE])

@@ -5,9 +5,10 @@ history as they stand) and an `emit` callable; it never sees the loop.
 
 Order: every `in_progress` item is closed (`completed`, or `incomplete` when
 the turn failed or was cancelled); outlet filters run (pipelines first) and
-may rewrite the output (then `chat:outlet`); background tasks run on the
-task model; the turn is saved once; the final `chat:completion` event with
-`done: true` goes out last.
+may rewrite the output (then `chat:outlet`); the turn is saved; the final
+`chat:completion` event with `done: true` goes out. Background tasks run on
+the task model after that (`after`): their events follow the final one, as
+in Open WebUI, so a client never waits for three task-model calls.
 """
 
 from __future__ import annotations
@@ -95,11 +96,22 @@ class Finisher:
             finish_reason=end.finish_reason,
             timings=end.timings,
         )
-        if status == TurnStatus.COMPLETED and self.task_model is not None and self.tasks:
-            result = await self._tasks(end.messages, result, emit)
         await self._save(result)
         if not end.quiet:
             await emit(Event(ev.CHAT_COMPLETION, _final_data(result)))
+        return result
+
+    async def after(self, history: Sequence[Message], result: TurnResult, emit: Emit) -> TurnResult:
+        """Background tasks (R20), after the final event: the answer is never held up by them.
+
+        Title, tags and follow-ups arrive as their own events; the follow-ups
+        join the saved turn, title and tags the chat.
+        """
+        if result.status != TurnStatus.COMPLETED or self.task_model is None or not self.tasks:
+            return result
+        result = await self._tasks(history, result, emit)
+        if result.follow_ups:
+            await self._save(result)
         return result
 
     async def _outlets(
@@ -192,8 +204,6 @@ def _final_data(result: RunResult) -> dict[str, Any]:
     }
     if result.error:
         data["error"] = {"content": result.error}
-    if result.title:
-        data["title"] = result.title
     return data
 
 

@@ -4,8 +4,9 @@ The loop is a short `match` over the pure decision in `core.decide`; reading
 a response, running a batch and finishing are separate units. Invariants:
 
 1. Every event goes out through the coalescer, in order.
-2. The turn is saved once, at the end, also when it fails or is cancelled
-   (the save is shielded from the cancellation, which then propagates).
+2. The turn is saved at the end, also when it fails or is cancelled (the
+   save is shielded from the cancellation, which then propagates); background
+   tasks run after the final event and may add follow-ups to the saved turn.
 3. Nothing raises out of the loop except cancellation: upstream faults,
    malformed bodies and tool failures become an error event, status `failed`
    (or a result for the model), with the partial output kept.
@@ -110,10 +111,17 @@ class Turn:
 
     async def run(self) -> RunResult:
         try:
-            return await self._loop()
+            result = await self._loop()
         except asyncio.CancelledError:
             await asyncio.shield(self._cancelled())
             raise
+        return await self._after(result)
+
+    async def _after(self, result: TurnResult) -> TurnResult:
+        """Background tasks once the final event is out; a cancel here keeps the saved turn."""
+        result = await self.setup.finisher.after(self.setup.messages, result, self.emitter.emit)
+        await self.emitter.flush()
+        return result
 
     async def _loop(self) -> RunResult:
         new_from = 0

@@ -162,9 +162,11 @@ class Relay:
     def stream(
         self, messages: Sequence[Message] | str, **kwargs: Any
     ) -> AsyncGenerator[Event, None]:
-        """Events of one turn as they happen; the last is `chat:completion` with `done: true`.
+        """Events of one turn as they happen, until the turn's task ends.
 
-        Leaving the loop early cancels the turn (its partial output is still saved).
+        `chat:completion` with `done: true` ends the answer; background-task
+        events (title, tags, follow-ups) may follow it. Leaving the loop early
+        cancels the turn (its partial output is still saved).
         """
         return stream_events(lambda sink: self.run(messages, sink=sink, **kwargs))
 

@@ -1,10 +1,10 @@
 """Event sinks the engine itself uses, and `stream_events`: a run as an event stream.
 
 `stream_events` is how `Relay.stream` and `Conversation.stream` turn a run
-into an async iterator: the run goes into a task writing to a queue, the
-iterator ends after the final `chat:completion` (`done: true`), by which time
-the run has returned (nothing after the final event waits). Leaving the
-iterator early cancels the run; its partial output is still saved.
+into an async iterator: the run goes into a task writing to a queue, and the
+iterator ends when the run does — after the final `chat:completion`
+(`done: true`) come the background tasks' events (title, tags, follow-ups).
+Leaving the iterator early cancels the run; its partial output is still saved.
 """
 
 from __future__ import annotations
@@ -43,12 +43,13 @@ async def stream_events(
     sink = QueueSink()
     task = asyncio.get_running_loop().create_task(run(sink))
     task.add_done_callback(lambda _: sink.queue.put_nowait(None))  # wakes the reader at the end
+    answered = False
     try:
         while (event := await sink.queue.get()) is not None:
             yield event
             if event.type == ev.CHAT_COMPLETION and event.data.get("done"):
-                break
-        else:
+                answered = True
+        if not answered:
             task.result()  # the run ended without its final event: re-raise its crash
     finally:
         if not task.done():
