@@ -101,7 +101,7 @@ class Finisher:
             await emit(Event(ev.CHAT_COMPLETION, _final_data(result)))
         return result
 
-    async def after(self, history: Sequence[Message], result: TurnResult, emit: Emit) -> TurnResult:
+    async def after(self, history: Sequence[Message], result: RunResult, emit: Emit) -> RunResult:
         """Background tasks (R20), after the final event: the answer is never held up by them.
 
         Title, tags and follow-ups arrive as their own events; the follow-ups

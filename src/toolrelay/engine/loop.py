@@ -117,7 +117,7 @@ class Turn:
             raise
         return await self._after(result)
 
-    async def _after(self, result: TurnResult) -> TurnResult:
+    async def _after(self, result: RunResult) -> RunResult:
         """Background tasks once the final event is out; a cancel here keeps the saved turn."""
         result = await self.setup.finisher.after(self.setup.messages, result, self.emitter.emit)
         await self.emitter.flush()
