@@ -249,7 +249,7 @@ class AfterDone:
 async def test_background_tasks_run_after_the_final_done_event() -> None:
     sink = ListSink()
     task_model = AfterDone(sink)
-    relay = Relay(ScriptedModel(reply("It is 2.")), task_model=task_model)  # type: ignore[arg-type]
+    relay = Relay(ScriptedModel(reply("It is 2.")), task_model=task_model)
     result = await relay.run("1+1?", sink=sink)
     assert task_model.done_before == [True, True, True]
     types = sink.types()
