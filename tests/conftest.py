@@ -9,7 +9,15 @@ import pytest
 
 from tests.sdk_clients import close_all
 
-_SOCKET_DIRS = ("/server/", "/cli/", "/engine/", "/testing/", "/models/", "/events/")
+_SOCKET_DIRS = (
+    "/server/",
+    "/cli/",
+    "/engine/",
+    "/testing/",
+    "/models/",
+    "/events/",
+    "/reliability/",
+)
 
 
 @pytest.fixture(autouse=True)

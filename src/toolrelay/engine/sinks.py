@@ -10,7 +10,7 @@ Leaving the iterator early cancels the run; its partial output is still saved.
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import logging
 from collections.abc import AsyncGenerator, Callable, Coroutine
 from typing import Any
 
@@ -19,6 +19,8 @@ from toolrelay.core.events import Event
 from toolrelay.engine.interfaces import EventSink
 
 __all__ = ["NullSink", "QueueSink", "stream_events"]
+
+log = logging.getLogger(__name__)
 
 
 class QueueSink:
@@ -54,5 +56,31 @@ async def stream_events(
     finally:
         if not task.done():
             task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await _settle(task)
+
+
+_SETTLING: set[asyncio.Task[Any]] = set()
+
+
+async def _settle(task: asyncio.Task[Any]) -> None:
+    """Wait for a cancelled run to save and close its upstream, without cancelling it again.
+
+    `await task` would pass every cancellation of the waiting task on to the
+    run: inside a cancelled anyio scope (Starlette's, when a client leaves a
+    stream) that is one per await, and the run's cleanup itself got cancelled,
+    leaking its upstream connection. `asyncio.wait` never cancels what it waits
+    for; if we are cancelled meanwhile, the run finishes its cleanup alone.
+    """
+    task.add_done_callback(_retrieve)
+    try:
+        await asyncio.wait({task})
+    except asyncio.CancelledError:
+        _SETTLING.add(task)  # the loop holds tasks weakly: keep it alive until it is done
+        task.add_done_callback(_SETTLING.discard)
+        raise
+
+
+def _retrieve(task: asyncio.Task[Any]) -> None:
+    """A run cancelled by its reader ends cancelled; a crash in its cleanup is logged."""
+    if not task.cancelled() and (exc := task.exception()) is not None:
+        log.error("a cancelled turn failed while closing", exc_info=exc)

@@ -1,0 +1,83 @@
+"""Issue 7 item 1: clients that leave a streamed /v1 answer must not leak the upstream connection.
+
+Many clients open a stream whose upstream answer stalls mid-body, read the
+first bytes and hang up. Each upstream connection must then be closed at once
+(counted on the fake model server's side), so a busy route never runs out of
+connections.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import orjson
+import pytest
+
+from tests.server.conftest import ADMIN_KEY, Running, ServerThread, make_settings
+from toolrelay.testing.fake_server import FakeModelServer, SSEReply
+from toolrelay.testing.wire import chat_chunks, responses_events
+
+CLIENTS = 24
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[Running]:
+    with FakeModelServer() as upstream:
+        settings = make_settings(tmp_path, upstream)
+        with ServerThread(settings) as base_url:
+            yield Running(base_url, upstream, settings)
+
+
+def _open_and_leave(base_url: str, path: str, body: dict[str, object]) -> None:
+    """POST a streamed request on a raw socket, read until the model's text streams, hang up."""
+    host, port = base_url.removeprefix("http://").split(":")
+    payload = orjson.dumps(body)
+    head = (
+        f"POST {path} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {ADMIN_KEY}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(payload)}\r\n\r\n"
+    ).encode()
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        sock.sendall(head + payload)
+        seen = b""
+        while b"Once" not in seen:  # the upstream answer is streaming through
+            chunk = sock.recv(4096)
+            assert chunk, "the server closed before streaming"
+            seen += chunk
+        assert b" 200 " in seen.split(b"\r\n", 1)[0]
+
+
+def _stalled_chat() -> SSEReply:
+    return SSEReply(chat_chunks(text=["Once ", "upon ", "a ", "time."]), stall_after=2)
+
+
+def _stalled_responses() -> SSEReply:
+    return SSEReply(responses_events(text=["Once ", "upon ", "a ", "time."]), stall_after=6)
+
+
+@pytest.mark.parametrize(
+    ("path", "model", "reply"),
+    [
+        ("/v1/chat/completions", "fake", _stalled_chat),
+        ("/v1/responses", "fake-responses", _stalled_responses),
+    ],
+)
+def test_clients_that_leave_release_the_upstream(
+    served: Running, path: str, model: str, reply: object
+) -> None:
+    upstream = served.upstream
+    assert callable(reply)
+    upstream.set_default(reply())
+    body: dict[str, object] = {"model": model, "stream": True}
+    if path.endswith("responses"):
+        body["input"] = "tell me a story"
+    else:
+        body["messages"] = [{"role": "user", "content": "tell me a story"}]
+    for _ in range(CLIENTS):
+        _open_and_leave(served.base_url, path, body)
+    assert len(upstream.requests) == CLIENTS
+    # every upstream answer stalls forever: only our side closing can end the connections
+    assert upstream.wait_for_connections(0, timeout=30), (
+        f"{upstream.open_connections} of {CLIENTS} upstream connections still open"
+    )
