@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from tests.adapters.stores.conftest import _pg_execute
-from tests.server.conftest import running, upstream
+from tests.server.conftest import Running, ServerThread, make_settings, running, upstream
+from toolrelay.testing.fake_server import FakeModelServer
 
 REDIS_URL = "redis://127.0.0.1:6379/0"
 
@@ -50,3 +51,26 @@ def database(kind: str, tmp_path: Path) -> Iterator[str]:
 
 def events_url(kind: str) -> str | None:
     return REDIS_URL if kind == "redis" else None
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[Running]:
+    """The test server (uvicorn in a thread) in front of its own real-socket fake model server."""
+    with FakeModelServer() as fake:
+        settings = make_settings(tmp_path, fake)
+        with ServerThread(settings) as base_url:
+            yield Running(base_url, fake, settings)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def served_db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Running]:
+    """The test server on each SQL backend (PostgreSQL: a fresh database, dropped after)."""
+    with FakeModelServer() as fake, database(request.param, tmp_path) as url:
+        settings = make_settings(tmp_path, fake, database_url=url)
+        with ServerThread(settings) as base_url:
+            yield Running(base_url, fake, settings)

@@ -9,25 +9,15 @@ connections.
 from __future__ import annotations
 
 import socket
-from collections.abc import Iterator
-from pathlib import Path
 
 import orjson
 import pytest
 
-from tests.server.conftest import ADMIN_KEY, Running, ServerThread, make_settings
-from toolrelay.testing.fake_server import FakeModelServer, SSEReply
+from tests.server.conftest import ADMIN_KEY, Running
+from toolrelay.testing.fake_server import SSEReply
 from toolrelay.testing.wire import chat_chunks, responses_events
 
 CLIENTS = 24
-
-
-@pytest.fixture
-def served(tmp_path: Path) -> Iterator[Running]:
-    with FakeModelServer() as upstream:
-        settings = make_settings(tmp_path, upstream)
-        with ServerThread(settings) as base_url:
-            yield Running(base_url, upstream, settings)
 
 
 def _open_and_leave(base_url: str, path: str, body: dict[str, object]) -> None:

@@ -15,6 +15,7 @@ a response, running a batch and finishing are separate units. Invariants:
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -56,6 +57,8 @@ from toolrelay.engine.limits import RunLimits
 from toolrelay.engine.pending import PendingCalls
 from toolrelay.engine.tool_runner import BatchOutcome, RepeatsStopped, ToolEnv, run_batch
 from toolrelay.errors import ProviderError
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(slots=True)
@@ -115,6 +118,9 @@ class Turn:
         except asyncio.CancelledError:
             await asyncio.shield(self._cancelled())
             raise
+        except Exception as exc:  # invariant 3 holds for bugs too: a failed turn, never a crash
+            log.exception("turn %s crashed", self.setup.context.message_id)
+            return await self._crashed(exc)
         return await self._after(result)
 
     async def _after(self, result: RunResult) -> RunResult:
@@ -316,11 +322,21 @@ class Turn:
         await self.emitter.flush()
         return result
 
-    async def _cancelled(self) -> None:
-        if self._reader is not None:
-            self._reader.finish(dropped=True)
-            self.output.extend(self._reader.result().output)
-            self._reader = None
+    async def _crashed(self, exc: Exception) -> TurnResult:
+        error = f"Internal error ({type(exc).__name__}) in this turn; the server log has details."
+        self._salvage()
+        await self.emitter.emit(_error_event(error))
+        return await self._finish("failed", error)
+
+    def _salvage(self) -> None:
+        """Keep what the open response produced so far; mark unanswered calls incomplete."""
+        reader, self._reader = self._reader, None
+        if reader is not None:
+            try:
+                reader.finish(dropped=True)
+                self.output.extend(reader.result().output)
+            except Exception:  # the reader is what broke: keep the items it had closed
+                log.exception("partial output of a crashed response lost")
         answered = {
             i.get("call_id") for i in self.output if i.get("type") == "function_call_output"
         }
@@ -330,6 +346,9 @@ class Turn:
             else i
             for i in self.output
         ]
+
+    async def _cancelled(self) -> None:
+        self._salvage()
         await self.emitter.emit(Event(ev.CHAT_TASKS_CANCEL, {}))
         await self._finish(TurnStatus.CANCELLED, "Cancelled.")
 
