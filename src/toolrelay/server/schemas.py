@@ -2,9 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+
+def _no_nul(value: str) -> str:
+    """PostgreSQL text cannot hold NUL; refuse it here rather than fail at the save."""
+    if "\x00" in value:
+        raise ValueError("must not contain NUL (\\u0000) characters")
+    return value
+
+
+Name = Annotated[str, Field(max_length=255), AfterValidator(_no_nul)]
+"""A user, key or model name: what the database's name columns hold."""
+Title = Annotated[str, Field(max_length=500), AfterValidator(_no_nul)]
 
 
 class _Open(BaseModel):
@@ -61,13 +73,13 @@ class ResponsesRequest(_Open):
 
 
 class ChatCreate(_Open):
-    title: str | None = Field(default=None, max_length=500)
-    model: str | None = None
+    title: Title | None = None
+    model: Name | None = None
 
 
 class MessageCreate(_Open):
     content: str | list[dict[str, Any]]
-    model: str | None = None
+    model: Name | None = None
     tools: list[ChatTool] | None = None
     """Client-side tools: their calls arrive as `execute:tool` events."""
 
@@ -83,7 +95,7 @@ class ToolResultIn(_Open):
 
 
 class KeyCreate(_Open):
-    name: str = ""
-    user: str | None = None
+    name: Name = ""
+    user: Name | None = None
     """Create the key for a new user of this name (default: the caller)."""
     admin: bool = False

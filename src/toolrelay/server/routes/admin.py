@@ -10,10 +10,11 @@ from fastapi.responses import HTMLResponse
 from toolrelay.adapters.stores import ApiKey
 from toolrelay.config.registry import setup_hint
 from toolrelay.server.errors import APIError
+from toolrelay.server.guard import GuardedRoute
 from toolrelay.server.schemas import KeyCreate
 from toolrelay.server.services import AdminDep, ServicesDep
 
-router = APIRouter()
+router = APIRouter(route_class=GuardedRoute)
 
 
 def key_json(key: ApiKey) -> dict[str, Any]:

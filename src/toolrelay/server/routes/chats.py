@@ -23,13 +23,16 @@ from toolrelay.adapters.stores import Chat, StoredMessage
 from toolrelay.core.events import Event
 from toolrelay.server.client_tools import client_tools
 from toolrelay.server.errors import APIError
+from toolrelay.server.guard import GuardedRoute
 from toolrelay.server.routes.openai import SSE_HEADERS
 from toolrelay.server.schemas import ChatCreate, MessageCreate, ToolResultIn
 from toolrelay.server.services import Services, ServicesDep, UserDep
 from toolrelay.server.turns import TurnBusy, TurnNotStarted, channel
 
-router = APIRouter(prefix="/api/chats")
+router = APIRouter(prefix="/api/chats", route_class=GuardedRoute)
 HEARTBEAT_S = 15.0
+MAX_INT64 = 2**63 - 1
+"""The largest offset or event number accepted: what every store and bus can hold."""
 
 
 def chat_json(chat: Chat) -> dict[str, Any]:
@@ -60,7 +63,8 @@ def message_json(m: StoredMessage) -> dict[str, Any]:
 
 
 async def _owned(svc: Services, chat_id: str, user_id: str) -> Chat:
-    chat = await svc.store.get_chat(chat_id, user_id=user_id)
+    valid = len(chat_id) <= 64 and "\x00" not in chat_id  # what the id column can hold
+    chat = await svc.store.get_chat(chat_id, user_id=user_id) if valid else None
     if chat is None:
         raise APIError(404, f"No chat '{chat_id}'.", code="chat_not_found")
     return chat
@@ -79,7 +83,7 @@ async def list_chats(
     svc: ServicesDep,
     user: UserDep,
     limit: int = Query(50, ge=1, le=200),
-    offset: int = Query(0, ge=0),
+    offset: int = Query(0, ge=0, le=MAX_INT64),
 ) -> dict[str, Any]:
     chats, total = await svc.store.list_chats(user.id, limit=limit, offset=offset)
     return {"data": [chat_json(c) for c in chats], "total": total, "limit": limit, "offset": offset}
@@ -175,19 +179,28 @@ async def events(
     request: Request,
     svc: ServicesDep,
     user: UserDep,
-    after: int | None = Query(None, ge=0),
+    after: int | None = Query(None, ge=0, le=MAX_INT64),
     last_event_id: str | None = Header(None),
 ) -> StreamingResponse:
     await _owned(svc, chat_id, user.id)
     resume = after
     if resume is None and last_event_id is not None:
-        if not last_event_id.strip().isdigit():
-            raise APIError(
-                400, "Last-Event-ID must be an event sequence number.", param="Last-Event-ID"
-            )
-        resume = int(last_event_id)
+        resume = _event_number(last_event_id)
     stream = _sse(svc, chat_id, resume, request)
     return StreamingResponse(stream, media_type="text/event-stream", headers=SSE_HEADERS)
+
+
+def _event_number(value: str) -> int:
+    """`Last-Event-ID` as a sequence number: ASCII digits only, within 64 bits."""
+    value = value.strip()
+    if not (value.isascii() and value.isdigit() and len(value) <= 19 and int(value) <= MAX_INT64):
+        raise APIError(
+            400,
+            "Last-Event-ID must be an event sequence number (0 to 2^63-1).",
+            param="Last-Event-ID",
+            code="invalid_event_id",
+        )
+    return int(value)
 
 
 def _frame(seq: int, event: Event) -> bytes:

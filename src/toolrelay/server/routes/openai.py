@@ -21,10 +21,11 @@ from toolrelay.core.formats.answer import turn_answer
 from toolrelay.core.formats.chat_completions.render import ChatStream, completion_for
 from toolrelay.server.client_tools import turn_args
 from toolrelay.server.errors import APIError, JSONBody
+from toolrelay.server.guard import GuardedRoute
 from toolrelay.server.schemas import ChatCompletionRequest
 from toolrelay.server.services import ServicesDep, UserDep
 
-router = APIRouter()
+router = APIRouter(route_class=GuardedRoute)
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 

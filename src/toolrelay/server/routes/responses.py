@@ -21,11 +21,12 @@ from toolrelay.core.formats.responses.render import ResponsesStream, response_fo
 from toolrelay.core.ids import new_id
 from toolrelay.server.client_tools import turn_args
 from toolrelay.server.errors import APIError, JSONBody
+from toolrelay.server.guard import GuardedRoute
 from toolrelay.server.routes.openai import SSE_HEADERS
 from toolrelay.server.schemas import ResponsesRequest
 from toolrelay.server.services import ServicesDep, UserDep
 
-router = APIRouter()
+router = APIRouter(route_class=GuardedRoute)
 
 
 @router.post("/v1/responses", response_model=None)
