@@ -430,9 +430,7 @@ async def test_connection_refused_fails_cleanly(
         http=HTTPOptions(retry=NO_RETRY, transport=tracker),
     )
     result = await run_failing(Relay(model), server, tracker)
-    assert (result.error or "").startswith(
-        f"Cannot connect to the model server at http://127.0.0.1:{port}/v1/chat/completions: "
-    )
+    assert (result.error or "").startswith("Cannot connect to the model server: ")
     assert result.output == []
     assert server.requests == []
 

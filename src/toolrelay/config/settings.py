@@ -192,6 +192,10 @@ class Settings(BaseSettings):
     task_model: str | None = None
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
     max_body_bytes: int = Field(default=10 * 1024 * 1024, ge=1)
+    body_timeout_s: float = Field(default=30.0, gt=0)
+    """Longest wait for the rest of a request body (then 408)."""
+    keepalive_s: float = Field(default=10.0, gt=0)
+    """A streamed /v1 answer silent this long (tools running) gets an SSE comment."""
     cors_origins: list[str] = Field(default_factory=list)
 
     @classmethod

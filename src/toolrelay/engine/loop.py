@@ -322,11 +322,11 @@ class Turn:
         await self.emitter.flush()
         return result
 
-    async def _crashed(self, exc: Exception) -> TurnResult:
+    async def _crashed(self, exc: Exception) -> RunResult:
         error = f"Internal error ({type(exc).__name__}) in this turn; the server log has details."
         self._salvage()
         await self.emitter.emit(_error_event(error))
-        return await self._finish("failed", error)
+        return await self._finish(TurnStatus.FAILED, error)
 
     def _salvage(self) -> None:
         """Keep what the open response produced so far; mark unanswered calls incomplete."""

@@ -91,7 +91,7 @@ def create_app(settings: Settings, *, registry: Registry | None = None) -> FastA
             allow_methods=["*"],
             allow_headers=["*"],
         )
-    app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
+    app.add_middleware(BodyLimit, limit=settings.max_body_bytes, timeout=settings.body_timeout_s)
     for module in (openai, responses, chats, admin, tools):
         app.include_router(module.router)
     return app

@@ -7,6 +7,7 @@ what to fix.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -25,6 +26,7 @@ _TYPES = {
     403: "permission_error",
     404: "invalid_request_error",
     409: "conflict_error",
+    408: "invalid_request_error",
     413: "invalid_request_error",
     422: "invalid_request_error",
     429: "rate_limit_error",
@@ -130,12 +132,22 @@ class _TooLarge(Exception):
     pass
 
 
-class BodyLimit:
-    """Rejects request bodies over `limit` bytes with 413, before they are read whole."""
+class _TooSlow(Exception):
+    pass
 
-    def __init__(self, app: ASGIApp, limit: int) -> None:
+
+class BodyLimit:
+    """Request bodies: over `limit` bytes → 413 before they are read whole; a body that stops
+    arriving for `timeout` seconds → 408, so a short body cannot hold a connection forever.
+
+    Both hold whether the client sent a Content-Length or a chunked body: the
+    checks run on every read of the body, wherever in the app it happens.
+    """
+
+    def __init__(self, app: ASGIApp, limit: int, timeout: float = 30.0) -> None:
         self.app = app
         self.limit = limit
+        self.timeout = timeout
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -143,16 +155,24 @@ class BodyLimit:
             return
         for name, value in scope.get("headers", []):
             if name == b"content-length" and value.isdigit() and int(value) > self.limit:
-                await self._reject(send)
+                await self._reject(send, 413)
                 return
         seen = 0
+        done = False
         started = False
 
         async def counted() -> Message:
-            nonlocal seen
-            message = await receive()
+            nonlocal seen, done
+            if done:  # the body is in: what is left is waiting for the disconnect
+                return await receive()
+            try:
+                async with asyncio.timeout(self.timeout):
+                    message = await receive()
+            except TimeoutError:
+                raise _TooSlow from None
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
+                done = not message.get("more_body", False)
                 if seen > self.limit:
                     raise _TooLarge
             return message
@@ -164,18 +184,26 @@ class BodyLimit:
 
         try:
             await self.app(scope, counted, tracked)
-        except _TooLarge:
+        except (_TooLarge, _TooSlow) as exc:
             if not started:
-                await self._reject(send)
+                await self._reject(send, 413 if isinstance(exc, _TooLarge) else 408)
 
-    async def _reject(self, send: Send) -> None:
-        response = error_response(
-            APIError(
+    async def _reject(self, send: Send, status: int) -> None:
+        if status == 413:
+            error = APIError(
                 413,
                 f"Request body too large: the limit is {self.limit} bytes.",
                 code="body_too_large",
             )
-        )
+        else:
+            error = APIError(
+                408,
+                f"The request body stopped arriving for {self.timeout:g} s.",
+                code="body_timeout",
+            )
+        response = error_response(error)
+        if status == 408:
+            response.headers["connection"] = "close"
         await response({"type": "http"}, _empty_receive, send)
 
 

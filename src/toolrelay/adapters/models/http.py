@@ -25,6 +25,7 @@ Rules:
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 import time
 from collections.abc import Callable, Mapping
@@ -57,6 +58,7 @@ __all__ = [
     "v1_url",
 ]
 
+log = logging.getLogger(__name__)
 RETRY_STATUSES: Final = frozenset({429, 500, 502, 503, 504})
 _ERROR_BODY_LIMIT: Final = 65536
 
@@ -236,8 +238,9 @@ class Upstream:
         except TimeoutError:
             raise on_timeout from None
         except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
-            message = f"Cannot connect to the model server at {url}: {describe(exc)}"
-            return _Retryable(ProviderError(message))
+            # the URL goes to the log only: behind a server it is internal, not for API users
+            log.warning("cannot connect to the model server at %s: %s", url, describe(exc))
+            return _Retryable(ProviderError(f"Cannot connect to the model server: {describe(exc)}"))
         except httpx.TransportError as exc:
             raise ProviderError(f"Model server request failed: {describe(exc)}") from exc
         try:

@@ -10,13 +10,11 @@ chunks (`choices: []`, key `toolrelay`).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import APIRouter
 from fastapi.responses import StreamingResponse
 
-from toolrelay.core.events import Event
 from toolrelay.core.formats.answer import turn_answer
 from toolrelay.core.formats.chat_completions.render import ChatStream, completion_for
 from toolrelay.server.client_tools import turn_args
@@ -24,6 +22,7 @@ from toolrelay.server.errors import APIError, JSONBody
 from toolrelay.server.guard import GuardedRoute
 from toolrelay.server.schemas import ChatCompletionRequest
 from toolrelay.server.services import ServicesDep, UserDep
+from toolrelay.server.streams import sse_body
 
 router = APIRouter(route_class=GuardedRoute)
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
@@ -50,7 +49,7 @@ async def chat_completions(
     if body.stream:
         usage = body.stream_options is not None and body.stream_options.include_usage
         writer = ChatStream(route, include_usage=usage, events=body.toolrelay_events)
-        chunks = _stream(relay.stream(messages, **run_args), writer)
+        chunks = sse_body(relay.stream(messages, **run_args), writer, svc.settings.keepalive_s)
         return StreamingResponse(chunks, media_type="text/event-stream", headers=SSE_HEADERS)
     result = await relay.run(messages, **run_args)
     answer = turn_answer(
@@ -75,13 +74,3 @@ def sampling_params(body: ChatCompletionRequest) -> dict[str, Any]:
     if extra.get("n") not in (None, 1):
         raise APIError(400, "Only n=1 is supported.", param="n", code="unsupported_value")
     return {k: v for k, v in extra.items() if k not in _OURS and k != "n"}
-
-
-async def _stream(events: AsyncIterator[Event], writer: ChatStream) -> AsyncIterator[bytes]:
-    yield writer.start()
-    async for event in events:
-        frames = writer.feed(event)
-        if frames:
-            yield frames
-        if writer.done:
-            return

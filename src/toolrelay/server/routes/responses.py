@@ -8,13 +8,11 @@ Each response is answered statelessly: send the full input each time.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import APIRouter
 from fastapi.responses import StreamingResponse
 
-from toolrelay.core.events import Event
 from toolrelay.core.formats.answer import turn_answer
 from toolrelay.core.formats.responses.convert import input_messages
 from toolrelay.core.formats.responses.render import ResponsesStream, response_for
@@ -25,6 +23,7 @@ from toolrelay.server.guard import GuardedRoute
 from toolrelay.server.routes.openai import SSE_HEADERS
 from toolrelay.server.schemas import ResponsesRequest
 from toolrelay.server.services import ServicesDep, UserDep
+from toolrelay.server.streams import sse_body
 
 router = APIRouter(route_class=GuardedRoute)
 
@@ -48,7 +47,8 @@ async def responses(
     run_args = turn_args(user, [t for t in body.tools or () if t.type == "function" and t.name])
     run_args["params"] = sampling_params(body, svc.registry.routes[route].kind)
     if body.stream:
-        stream = _events(relay.stream(messages, **run_args), ResponsesStream(route))
+        writer = ResponsesStream(route)
+        stream = sse_body(relay.stream(messages, **run_args), writer, svc.settings.keepalive_s)
         return StreamingResponse(stream, media_type="text/event-stream", headers=SSE_HEADERS)
     result = await relay.run(messages, **run_args)
     answer = turn_answer(
@@ -71,13 +71,3 @@ def sampling_params(body: ResponsesRequest, kind: str) -> dict[str, Any]:
     if limit is not None:
         params["max_output_tokens" if kind == "openai-responses" else "max_tokens"] = limit
     return params
-
-
-async def _events(events: AsyncIterator[Event], writer: ResponsesStream) -> AsyncIterator[bytes]:
-    yield writer.start()
-    async for event in events:
-        frames = writer.feed(event)
-        if frames:
-            yield frames
-        if writer.done:
-            return
