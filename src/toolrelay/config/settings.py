@@ -83,6 +83,12 @@ class ModelRoute(BaseModel):
     api_key: str | None = Field(default=None, repr=False)
     """The key itself: local development only (the registry logs a warning)."""
     params: dict[str, Any] = Field(default_factory=dict)
+    """Upstream body params; pinned (a client cannot change them) unless in `overridable`."""
+    overridable: list[str] = Field(default_factory=list)
+    """Keys of `params` a client's request may override."""
+    allow_params: list[str] = Field(default_factory=list)
+    """Extra request keys passed upstream as sent: non-standard ones (vLLM's `top_k`,
+    `chat_template_kwargs` …) and `store`/`service_tier`; any other such key is a 400."""
     tools: list[str] | None = None
     """Tool names or tool-server names this route may use; None means every configured tool."""
     reasoning_replay: Literal["none", "reasoning_content", "think_tags", "thinking"] = "none"

@@ -15,11 +15,13 @@ from typing import Any
 from fastapi import APIRouter
 from fastapi.responses import StreamingResponse
 
+from toolrelay.config.settings import ModelRoute
 from toolrelay.core.formats.answer import turn_answer
 from toolrelay.core.formats.chat_completions.render import ChatStream, completion_for
 from toolrelay.server.client_tools import turn_args
 from toolrelay.server.errors import APIError, JSONBody
 from toolrelay.server.guard import GuardedRoute
+from toolrelay.server.params import client_params
 from toolrelay.server.schemas import ChatCompletionRequest
 from toolrelay.server.services import ServicesDep, UserDep
 from toolrelay.server.streams import sse_body
@@ -45,7 +47,7 @@ async def chat_completions(
     relay = svc.turns.relay_for(route)
     messages = [m.model_dump(exclude_none=True) for m in body.messages]
     run_args = turn_args(user, body.tools)
-    run_args["params"] = sampling_params(body)
+    run_args["params"] = sampling_params(body, svc.registry.routes[route])
     if body.stream:
         usage = body.stream_options is not None and body.stream_options.include_usage
         writer = ChatStream(route, include_usage=usage, events=body.toolrelay_events)
@@ -64,13 +66,10 @@ async def chat_completions(
     return JSONBody(completion_for(answer, route))
 
 
-_OURS = frozenset({"model", "messages", "stream", "stream_options", "tools", "toolrelay_events"})
-
-
-def sampling_params(body: ChatCompletionRequest) -> dict[str, Any]:
+def sampling_params(body: ChatCompletionRequest, route: ModelRoute) -> dict[str, Any]:
     """What the client asked of the model itself (temperature, max_tokens, tool_choice …),
-    passed through to every model call of the turn."""
+    passed to every model call of the turn as `server.params` allows (see there)."""
     extra = body.model_extra or {}
     if extra.get("n") not in (None, 1):
         raise APIError(400, "Only n=1 is supported.", param="n", code="unsupported_value")
-    return {k: v for k, v in extra.items() if k not in _OURS and k != "n"}
+    return client_params({k: v for k, v in extra.items() if k != "n"}, "chat", route)

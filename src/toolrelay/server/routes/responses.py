@@ -13,6 +13,7 @@ from typing import Any
 from fastapi import APIRouter
 from fastapi.responses import StreamingResponse
 
+from toolrelay.config.settings import ModelRoute
 from toolrelay.core.formats.answer import turn_answer
 from toolrelay.core.formats.responses.convert import input_messages
 from toolrelay.core.formats.responses.render import ResponsesStream, response_for
@@ -20,6 +21,7 @@ from toolrelay.core.ids import new_id
 from toolrelay.server.client_tools import turn_args
 from toolrelay.server.errors import APIError, JSONBody
 from toolrelay.server.guard import GuardedRoute
+from toolrelay.server.params import client_params
 from toolrelay.server.routes.openai import SSE_HEADERS
 from toolrelay.server.schemas import ResponsesRequest
 from toolrelay.server.services import ServicesDep, UserDep
@@ -45,7 +47,7 @@ async def responses(
         raise APIError(400, "`input` has no message.", param="input", code="empty_input")
     relay = svc.turns.relay_for(route)
     run_args = turn_args(user, [t for t in body.tools or () if t.type == "function" and t.name])
-    run_args["params"] = sampling_params(body, svc.registry.routes[route].kind)
+    run_args["params"] = sampling_params(body, svc.registry.routes[route])
     if body.stream:
         writer = ResponsesStream(route)
         stream = sse_body(relay.stream(messages, **run_args), writer, svc.settings.keepalive_s)
@@ -63,11 +65,7 @@ async def responses(
     return JSONBody(response_for(answer, id=new_id("resp"), model=route))
 
 
-def sampling_params(body: ResponsesRequest, kind: str) -> dict[str, Any]:
-    """Temperature, top_p and the output limit, named as the route's upstream API names them."""
-    extra = body.model_extra or {}
-    params = {k: extra[k] for k in ("temperature", "top_p") if extra.get(k) is not None}
-    limit = extra.get("max_output_tokens")
-    if limit is not None:
-        params["max_output_tokens" if kind == "openai-responses" else "max_tokens"] = limit
-    return params
+def sampling_params(body: ResponsesRequest, route: ModelRoute) -> dict[str, Any]:
+    """The client's model parameters, with the same meaning as on /v1/chat/completions:
+    `server.params` decides what passes and names it for the route's upstream API."""
+    return client_params(body.model_extra or {}, "responses", route)
