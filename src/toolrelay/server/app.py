@@ -34,9 +34,16 @@ log = logging.getLogger("toolrelay.server")
 async def ensure_admin_key(store: Store, admin_key: str | None) -> str | None:
     """Make sure someone can log in; returns a freshly minted key to show once."""
     if admin_key:
-        if await store.user_for_key(admin_key) is None:
+        found = await store.find_api_key(admin_key)
+        if found is None:
             user = await store.create_user("admin", is_admin=True)
             await store.create_api_key_with_value(user.id, admin_key, name="TOOLRELAY_ADMIN_KEY")
+        elif found.revoked_at is not None:  # the operator's decision stands; say how to undo it
+            log.warning(
+                "TOOLRELAY_ADMIN_KEY was revoked (key %s) and grants no access: "
+                "set a new key in TOOLRELAY_ADMIN_KEY, or unset it, and restart",
+                found.id,
+            )
         return None
     if await store.count_users() > 0:
         return None

@@ -103,6 +103,13 @@ class MemoryStore:
                 found = self._users.get(record.user_id)
         return found
 
+    async def find_api_key(self, key: str) -> ApiKey | None:
+        digest = hash_key(key)
+        for key_id, stored in self._key_hashes.items():
+            if stored == digest:
+                return self._keys[key_id]
+        return None
+
     async def list_api_keys(self, user_id: str | None = None) -> list[ApiKey]:
         keys = [k for k in self._keys.values() if user_id is None or k.user_id == user_id]
         return sorted(keys, key=lambda k: (k.created_at, k.id))

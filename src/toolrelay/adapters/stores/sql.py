@@ -295,6 +295,13 @@ class SQLStore:
             return None
         return _user(found[1])
 
+    async def find_api_key(self, key: str) -> ApiKey | None:
+        """The record of this key, revoked or not."""
+        query = select(ApiKeyRow).where(ApiKeyRow.key_hash == hash_key(key))
+        async with self._sessions() as session:
+            row = await session.scalar(query)
+        return None if row is None else _api_key(row)
+
     async def list_api_keys(self, user_id: str | None = None) -> list[ApiKey]:
         query = select(ApiKeyRow).order_by(ApiKeyRow.created_at, ApiKeyRow.id)
         if user_id is not None:
