@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from toolrelay.adapters.models import OpenAIChat, Retry
+from toolrelay.adapters.models.http import HTTPOptions
 from toolrelay.core import events as ev
 from toolrelay.engine.interfaces import Message, ModelRequest
 from toolrelay.engine.relay import Relay
@@ -128,7 +129,9 @@ async def test_a_tool_nested_too_deep_for_the_encoder_fails_the_turn() -> None:
     with FakeModelServer() as upstream:
         upstream.set_default(SSEReply(chat_chunks(text="never asked")))
         store, sink = Saved(), ListSink()
-        model = OpenAIChat(base_url=upstream.base_url, model="m", retry=Retry(attempts=1))
+        model = OpenAIChat(
+            base_url=upstream.base_url, model="m", http=HTTPOptions(retry=Retry(attempts=1))
+        )
         async with Relay(model, store=store) as relay:
             deep = ClientTool("deep", "", nested(300))
             result = await relay.run(
