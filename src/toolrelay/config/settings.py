@@ -200,6 +200,8 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(default=10 * 1024 * 1024, ge=1)
     body_timeout_s: float = Field(default=30.0, gt=0)
     """Longest wait for the rest of a request body (then 408)."""
+    shutdown_grace_s: float = Field(default=10.0, ge=0)
+    """At SIGTERM, how long running turns may go on before they are cancelled (and saved)."""
     keepalive_s: float = Field(default=10.0, gt=0)
     """A streamed /v1 answer silent this long (tools running) gets an SSE comment."""
     cors_origins: list[str] = Field(default_factory=list)

@@ -26,6 +26,8 @@ from toolrelay.server.durability import Durability
 from toolrelay.server.errors import BodyLimit, JSONBody, install_error_handlers
 from toolrelay.server.routes import admin, chats, openai, responses, tools
 from toolrelay.server.services import Services
+from toolrelay.server.shutdown import Stopping
+from toolrelay.server.streams import cancel_streams
 from toolrelay.server.turns import TurnManager
 
 log = logging.getLogger("toolrelay.server")
@@ -75,10 +77,18 @@ def create_app(settings: Settings, *, registry: Registry | None = None) -> FastA
         durability = Durability(lease_ttl=settings.turn_lease_s, checkpoint_s=settings.checkpoint_s)
         turns = TurnManager(store, bus, live, durability)
         await turns.recover()
-        app.state.services = Services(settings, store, bus, live, turns, KeyCache(store))
+
+        async def cancel_running() -> None:
+            await cancel_streams()
+            await turns.aclose()
+
+        stopping = Stopping(settings.shutdown_grace_s, cancel_running)
+        stopping.install()
+        app.state.services = Services(settings, store, bus, live, turns, KeyCache(store), stopping)
         try:
             yield
         finally:
+            stopping.uninstall()
             await turns.aclose()
             await bus.aclose()
             await live.aclose()

@@ -13,6 +13,7 @@ from toolrelay.config.registry import Registry
 from toolrelay.config.settings import Settings
 from toolrelay.server.auth import KeyCache, authenticate
 from toolrelay.server.errors import APIError
+from toolrelay.server.shutdown import Stopping
 from toolrelay.server.turns import TurnManager
 
 
@@ -24,6 +25,7 @@ class Services:
     registry: Registry
     turns: TurnManager
     keys: KeyCache
+    stopping: Stopping
 
     def route(self, name: Any) -> str:
         """A known route name, else a 404 in OpenAI's words."""

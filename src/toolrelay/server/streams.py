@@ -66,6 +66,8 @@ async def with_keepalive(source: AsyncIterator[T], every: float) -> AsyncIterato
                 async with asyncio.timeout(every):
                     item = await queue.get()
             except TimeoutError:
+                if pump.done() and queue.empty():  # cancelled at shutdown: nothing more comes
+                    return
                 yield None
                 continue
             if item is _END:
@@ -82,6 +84,14 @@ class _Raised:
 
     def __init__(self, error: BaseException) -> None:
         self.error = error
+
+
+async def cancel_streams() -> None:
+    """Cancel every /v1 stream's turn (the shutdown grace is over) and wait for them to close."""
+    pumps = list(_PUMPS)
+    for pump in pumps:
+        pump.cancel()
+    await asyncio.gather(*pumps, return_exceptions=True)
 
 
 async def _pump(source: AsyncIterator[Any], queue: asyncio.Queue[Any]) -> None:

@@ -12,6 +12,7 @@ events from its start.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -235,8 +236,9 @@ async def _sse(
         resume = start
     queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=1000)
     pump = asyncio.get_running_loop().create_task(_pump(svc, name, resume, queue))
+    unwatch = svc.stopping.watch(lambda: _offer(queue, _STOP))
     try:
-        while True:
+        while not svc.stopping.is_set:
             try:
                 envelope = await asyncio.wait_for(queue.get(), HEARTBEAT_S)
             except TimeoutError:
@@ -246,9 +248,26 @@ async def _sse(
                 continue
             if envelope is None:
                 return
-            yield _frame(envelope.seq, envelope.event)
+            if envelope is not _STOP:
+                yield _frame(envelope.seq, envelope.event)
+        yield SHUTDOWN_FRAME  # the server is stopping: the client resumes elsewhere or later
     finally:
+        unwatch()
         pump.cancel()
+
+
+_STOP = object()
+SHUTDOWN_FRAME = (
+    b"retry: 1000\nevent: server:shutdown\n"
+    b'data: {"type":"server:shutdown","data":{"reconnect":true}}\n\n'
+)
+"""No `id:`: a client reconnecting with its Last-Event-ID misses nothing."""
+
+
+def _offer(queue: asyncio.Queue[Any], item: object) -> None:
+    """Wake the reader if the queue has room; a full queue wakes it anyway."""
+    with contextlib.suppress(asyncio.QueueFull):
+        queue.put_nowait(item)
 
 
 async def _pump(svc: Services, name: str, after: int, queue: asyncio.Queue[Any]) -> None:
