@@ -10,7 +10,7 @@ from pathlib import Path
 
 import orjson
 import uvicorn
-from toolrelay.server.settings import Settings
+from toolrelay.config.settings import Settings
 
 from toolrelay.server.app import create_app
 
