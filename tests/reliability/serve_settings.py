@@ -10,8 +10,8 @@ from pathlib import Path
 
 import orjson
 import uvicorn
-from toolrelay.config.settings import Settings
 
+from toolrelay.config.settings import Settings
 from toolrelay.server.app import create_app
 
 if __name__ == "__main__":
