@@ -95,6 +95,8 @@ class Turn:
         self.finish_reason: str | None = None
         self.sources: list[dict[str, Any]] = []
         self._reader: BodyReader | None = None
+        self._finishing = False
+        """Set once the finisher runs: a failure there (the save) is its caller's to report."""
         self._started = setup.clock()
         self.steps: list[dict[str, Any]] = []
         """Per model call and tool batch: what it took (saved in the turn's timings)."""
@@ -119,6 +121,8 @@ class Turn:
             await asyncio.shield(self._cancelled())
             raise
         except Exception as exc:  # invariant 3 holds for bugs too: a failed turn, never a crash
+            if self._finishing:  # finishing again would fail the same way (a failed save)
+                raise
             log.exception("turn %s crashed", self.setup.context.message_id)
             return await self._crashed(exc)
         return await self._after(result)
@@ -301,6 +305,7 @@ class Turn:
         finish_reason: str | None = None,
         note: str | None = None,
     ) -> RunResult:
+        self._finishing = True
         await self.emitter.flush()
         timings: dict[str, Any] = {
             "total_s": round(self.setup.clock() - self._started, 4),
