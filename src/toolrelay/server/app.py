@@ -24,6 +24,7 @@ from toolrelay.config.settings import Settings
 from toolrelay.server.auth import KeyCache
 from toolrelay.server.durability import Durability
 from toolrelay.server.errors import BodyLimit, JSONBody, install_error_handlers
+from toolrelay.server.openapi import fix_openapi
 from toolrelay.server.routes import admin, chats, openai, responses, tools
 from toolrelay.server.services import Services
 from toolrelay.server.shutdown import Stopping
@@ -101,6 +102,7 @@ def create_app(settings: Settings, *, registry: Registry | None = None) -> FastA
         default_response_class=JSONBody,
     )
     install_error_handlers(app)
+    app.openapi = fix_openapi(app)  # type: ignore[method-assign]
     if settings.cors_origins:
         app.add_middleware(
             CORSMiddleware,

@@ -11,6 +11,7 @@ from toolrelay.adapters.stores import ApiKey
 from toolrelay.config.registry import setup_hint
 from toolrelay.server.errors import APIError
 from toolrelay.server.guard import GuardedRoute
+from toolrelay.server.openapi import Health, KeyCreated, KeyList, doc
 from toolrelay.server.schemas import KeyCreate
 from toolrelay.server.services import AdminDep, ServicesDep
 
@@ -28,7 +29,9 @@ def key_json(key: ApiKey) -> dict[str, Any]:
     }
 
 
-@router.post("/api/admin/keys", status_code=201)
+@router.post(
+    "/api/admin/keys", status_code=201, response_model=None, responses=doc(KeyCreated, 201)
+)
 async def create_key(body: KeyCreate, svc: ServicesDep, admin: AdminDep) -> dict[str, Any]:
     user_id = admin.id
     if body.user:
@@ -40,7 +43,7 @@ async def create_key(body: KeyCreate, svc: ServicesDep, admin: AdminDep) -> dict
     return {**key_json(record), "key": plaintext}
 
 
-@router.get("/api/admin/keys")
+@router.get("/api/admin/keys", response_model=None, responses=doc(KeyList))
 async def list_keys(svc: ServicesDep, _: AdminDep) -> dict[str, Any]:
     return {"data": [key_json(k) for k in await svc.store.list_api_keys()]}
 
@@ -52,7 +55,7 @@ async def revoke_key(key_id: str, svc: ServicesDep, _: AdminDep) -> None:
     svc.keys.clear()
 
 
-@router.get("/healthz")
+@router.get("/healthz", response_model=None, responses=doc(Health))
 async def health() -> dict[str, str]:
     return {"status": "ok"}
 

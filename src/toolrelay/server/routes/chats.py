@@ -25,6 +25,16 @@ from toolrelay.core.events import Event
 from toolrelay.server.client_tools import client_tools
 from toolrelay.server.errors import APIError
 from toolrelay.server.guard import GuardedRoute
+from toolrelay.server.openapi import (
+    SSE,
+    Accepted,
+    Cancelled,
+    ChatDetail,
+    ChatList,
+    ChatOut,
+    TurnStarted,
+    doc,
+)
 from toolrelay.server.routes.openai import SSE_HEADERS
 from toolrelay.server.schemas import ChatCreate, MessageCreate, ToolResultIn
 from toolrelay.server.services import Services, ServicesDep, UserDep
@@ -71,7 +81,7 @@ async def _owned(svc: Services, chat_id: str, user_id: str) -> Chat:
     return chat
 
 
-@router.post("", status_code=201)
+@router.post("", status_code=201, response_model=None, responses=doc(ChatOut, 201))
 async def create_chat(body: ChatCreate, svc: ServicesDep, user: UserDep) -> dict[str, Any]:
     if body.model is not None:
         svc.route(body.model)
@@ -79,7 +89,7 @@ async def create_chat(body: ChatCreate, svc: ServicesDep, user: UserDep) -> dict
     return chat_json(chat)
 
 
-@router.get("")
+@router.get("", response_model=None, responses=doc(ChatList))
 async def list_chats(
     svc: ServicesDep,
     user: UserDep,
@@ -90,7 +100,7 @@ async def list_chats(
     return {"data": [chat_json(c) for c in chats], "total": total, "limit": limit, "offset": offset}
 
 
-@router.get("/{chat_id}")
+@router.get("/{chat_id}", response_model=None, responses=doc(ChatDetail))
 async def get_chat(chat_id: str, svc: ServicesDep, user: UserDep) -> dict[str, Any]:
     chat = await _owned(svc, chat_id, user.id)
     messages = await svc.store.get_messages(chat_id)
@@ -107,7 +117,9 @@ async def delete_chat(chat_id: str, svc: ServicesDep, user: UserDep) -> None:
         raise APIError(404, f"No chat '{chat_id}'.", code="chat_not_found")
 
 
-@router.post("/{chat_id}/messages", status_code=202)
+@router.post(
+    "/{chat_id}/messages", status_code=202, response_model=None, responses=doc(TurnStarted, 202)
+)
 async def post_message(
     chat_id: str, body: MessageCreate, svc: ServicesDep, user: UserDep
 ) -> dict[str, Any]:
@@ -145,7 +157,9 @@ def _default_route(svc: Services) -> str:
     return next(iter(routes))
 
 
-@router.post("/{chat_id}/tool-results", status_code=202)
+@router.post(
+    "/{chat_id}/tool-results", status_code=202, response_model=None, responses=doc(Accepted, 202)
+)
 async def tool_results(
     chat_id: str, body: ToolResultIn, svc: ServicesDep, user: UserDep
 ) -> dict[str, Any]:
@@ -167,14 +181,20 @@ async def tool_results(
     return {"accepted": True}
 
 
-@router.post("/{chat_id}/cancel", status_code=202)
+@router.post(
+    "/{chat_id}/cancel", status_code=202, response_model=None, responses=doc(Cancelled, 202)
+)
 async def cancel(chat_id: str, svc: ServicesDep, user: UserDep) -> dict[str, Any]:
     await _owned(svc, chat_id, user.id)
     cancelled = await svc.turns.running(chat_id) and await svc.turns.cancel(chat_id)
     return {"cancelled": cancelled}
 
 
-@router.get("/{chat_id}/events")
+@router.get(
+    "/{chat_id}/events",
+    response_class=StreamingResponse,
+    responses={200: {"content": SSE, "description": "The chat's events (SSE)"}},
+)
 async def events(
     chat_id: str,
     request: Request,

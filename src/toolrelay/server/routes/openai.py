@@ -21,6 +21,7 @@ from toolrelay.core.formats.chat_completions.render import ChatStream, completio
 from toolrelay.server.client_tools import turn_args
 from toolrelay.server.errors import APIError, JSONBody
 from toolrelay.server.guard import GuardedRoute
+from toolrelay.server.openapi import ModelList, OpenAIObject, doc
 from toolrelay.server.params import client_params
 from toolrelay.server.schemas import ChatCompletionRequest
 from toolrelay.server.services import ServicesDep, UserDep
@@ -30,7 +31,7 @@ router = APIRouter(route_class=GuardedRoute)
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
-@router.get("/v1/models")
+@router.get("/v1/models", response_model=None, responses=doc(ModelList))
 async def list_models(svc: ServicesDep, _: UserDep) -> dict[str, Any]:
     data = [
         {"id": name, "object": "model", "created": 0, "owned_by": "toolrelay"}
@@ -39,7 +40,7 @@ async def list_models(svc: ServicesDep, _: UserDep) -> dict[str, Any]:
     return {"object": "list", "data": data}
 
 
-@router.post("/v1/chat/completions", response_model=None)
+@router.post("/v1/chat/completions", response_model=None, responses=doc(OpenAIObject, stream=True))
 async def chat_completions(
     body: ChatCompletionRequest, svc: ServicesDep, user: UserDep
 ) -> StreamingResponse | JSONBody:

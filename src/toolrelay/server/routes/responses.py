@@ -21,6 +21,7 @@ from toolrelay.core.ids import new_id
 from toolrelay.server.client_tools import turn_args
 from toolrelay.server.errors import APIError, JSONBody
 from toolrelay.server.guard import GuardedRoute
+from toolrelay.server.openapi import OpenAIObject, doc
 from toolrelay.server.params import client_params
 from toolrelay.server.routes.openai import SSE_HEADERS
 from toolrelay.server.schemas import ResponsesRequest
@@ -30,7 +31,7 @@ from toolrelay.server.streams import sse_body
 router = APIRouter(route_class=GuardedRoute)
 
 
-@router.post("/v1/responses", response_model=None)
+@router.post("/v1/responses", response_model=None, responses=doc(OpenAIObject, stream=True))
 async def responses(
     body: ResponsesRequest, svc: ServicesDep, user: UserDep
 ) -> StreamingResponse | JSONBody:
