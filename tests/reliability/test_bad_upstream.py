@@ -75,7 +75,8 @@ def test_chat_api_saves_the_turn_failed(served: Running, model: str, reply: Any)
         assert posted.status_code == 202, posted.text
         events = [e for _, e in read_events(client, chat_id)]
         saved = wait_saved(client, chat_id, "failed")
-    types = [e["type"] for e in events]
-    assert "chat:message:error" in types
-    assert types[-1] == "chat:completion" and events[-1]["data"]["status"] == "failed"
+    # the core now reads a numeric `arguments` without raising; whichever way the turn
+    # ends, it ends: a final event and a saved row, never a row stuck `in_progress`
+    assert events[-1]["type"] == "chat:completion" and events[-1]["data"]["done"] is True
+    assert events[-1]["data"]["status"] == "failed"
     assert saved["content"].startswith("Let me look.")
