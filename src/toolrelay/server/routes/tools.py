@@ -8,9 +8,10 @@ from fastapi import APIRouter
 
 from toolrelay.errors import ConfigError
 from toolrelay.server.errors import APIError
+from toolrelay.server.guard import GuardedRoute
 from toolrelay.server.services import ServicesDep, UserDep
 
-router = APIRouter()
+router = APIRouter(route_class=GuardedRoute)
 
 
 @router.get("/api/tools")
