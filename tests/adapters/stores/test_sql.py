@@ -5,11 +5,12 @@ from __future__ import annotations
 import hashlib
 import subprocess
 import sys
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import anyio
 import pytest
+from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
@@ -19,7 +20,13 @@ from sqlalchemy.exc import StatementError
 
 from toolrelay.adapters.stores import Store, TurnFields, sql
 from toolrelay.adapters.stores.models import Base
-from toolrelay.adapters.stores.sql import MIGRATIONS_DIR, SQLStore, upgrade
+from toolrelay.adapters.stores.sql import (
+    MIGRATIONS_DIR,
+    SQLStore,
+    _alembic_config,
+    create_engine,
+    upgrade,
+)
 
 from .conftest import FakeClock
 
@@ -28,10 +35,42 @@ pytestmark = pytest.mark.anyio
 TABLES = {"alembic_version", "api_keys", "chats", "messages", "users"}
 
 
-def test_head_is_the_initial_migration() -> None:
+HEAD = "0002_key_prefix_scrub"
+WHEN = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def test_migrations_are_one_line_to_head() -> None:
     script = ScriptDirectory(str(MIGRATIONS_DIR))
-    assert script.get_heads() == ["0001_initial"]
-    assert [r.revision for r in script.walk_revisions()] == ["0001_initial"]
+    assert script.get_heads() == [HEAD]
+    assert [r.revision for r in script.walk_revisions()] == [HEAD, "0001_initial"]
+
+
+async def test_upgrade_scrubs_secret_characters_from_stored_key_prefixes(sql_url: str) -> None:
+    """Before 0002 a key's first 8 characters were stored; after it, only the `tr-` marker."""
+    engine = create_engine(sql_url)
+    try:
+        async with engine.begin() as connection:
+            await connection.run_sync(lambda c: command.upgrade(_alembic_config(c), "0001_initial"))
+            await connection.execute(
+                text(
+                    "INSERT INTO users (id, name, is_admin, created_at) VALUES ('u', 'a', :a, :t)"
+                ),
+                {"a": True, "t": WHEN},
+            )
+            for key_id, prefix in [("k1", "tr-AbCdE"), ("k2", "admin-se")]:
+                await connection.execute(
+                    text(
+                        "INSERT INTO api_keys (id, user_id, name, prefix, key_hash, created_at)"
+                        " VALUES (:id, 'u', '', :p, :h, :t)"
+                    ),
+                    {"id": key_id, "p": prefix, "h": key_id, "t": WHEN},
+                )
+        async with engine.begin() as connection:
+            await connection.run_sync(lambda c: command.upgrade(_alembic_config(c), "head"))
+            rows = await connection.execute(text("SELECT id, prefix FROM api_keys ORDER BY id"))
+            assert [tuple(r) for r in rows] == [("k1", "tr-"), ("k2", "")]
+    finally:
+        await engine.dispose()
 
 
 def _schema_state(connection: Connection) -> tuple[set[str], list[Any], list[Any]]:
@@ -48,7 +87,7 @@ async def test_migrates_from_empty_and_again_is_a_no_op(sql_url: str) -> None:
         async with store.engine.connect() as connection:
             tables, versions, diff = await connection.run_sync(_schema_state)
         assert tables == TABLES
-        assert versions == [("0001_initial",)]
+        assert versions == [(HEAD,)]
         assert diff == []  # the migration builds exactly the ORM's schema
     finally:
         await store.close()
@@ -60,7 +99,7 @@ async def test_migrates_from_empty_and_again_is_a_no_op(sql_url: str) -> None:
         assert await store.user_for_key("nothing") is None
         async with store.engine.connect() as connection:
             tables, versions, _ = await connection.run_sync(_schema_state)
-        assert (tables, versions) == (TABLES, [("0001_initial",)])
+        assert (tables, versions) == (TABLES, [(HEAD,)])
         assert (await store.list_chats(user.id)) == ([], 0)
     finally:
         await store.close()

@@ -20,7 +20,13 @@ from toolrelay.adapters.stores.base import (
     TurnFields,
     User,
 )
-from toolrelay.adapters.stores.keys import KEY_PREFIX, generate_key, hash_key, key_matches
+from toolrelay.adapters.stores.keys import (
+    KEY_PREFIX,
+    generate_key,
+    hash_key,
+    key_matches,
+    public_prefix,
+)
 from toolrelay.adapters.stores.records import (
     Clock,
     history_messages,
@@ -49,6 +55,7 @@ __all__ = [
     "hash_key",
     "history_messages",
     "key_matches",
+    "public_prefix",
     "message_content",
     "turn_fields",
     "upgrade",

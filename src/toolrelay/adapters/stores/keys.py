@@ -7,7 +7,7 @@ import hmac
 import secrets
 from typing import Final
 
-__all__ = ["KEY_PREFIX", "generate_key", "hash_key", "key_matches"]
+__all__ = ["KEY_PREFIX", "generate_key", "hash_key", "key_matches", "public_prefix"]
 
 KEY_PREFIX: Final = "tr-"
 """Every generated API key starts with this, so leaked keys are easy to spot."""
@@ -26,3 +26,13 @@ def hash_key(key: str) -> str:
 def key_matches(stored_hash: str, key: str) -> bool:
     """Constant-time comparison so response timing says nothing about the stored hash."""
     return hmac.compare_digest(stored_hash.encode("ascii"), hash_key(key).encode("ascii"))
+
+
+def public_prefix(key: str) -> str:
+    """What may be stored and shown of a key: only its fixed, non-secret `tr-` marker.
+
+    No character of the secret is kept (a user's own key, such as the one in
+    `TOOLRELAY_ADMIN_KEY`, has no marker and shows nothing); keys are told apart
+    by their generated id.
+    """
+    return KEY_PREFIX if key.startswith(KEY_PREFIX) else ""

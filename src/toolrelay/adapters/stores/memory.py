@@ -24,6 +24,7 @@ from toolrelay.adapters.stores import (
     history_messages,
     key_matches,
     message_content,
+    public_prefix,
     turn_fields,
     utc_now,
 )
@@ -85,7 +86,7 @@ class MemoryStore:
             id=new_id("key"),
             user_id=user_id,
             name=name,
-            prefix=key[:8],
+            prefix=public_prefix(key),
             created_at=self._now(),
             revoked_at=None,
         )

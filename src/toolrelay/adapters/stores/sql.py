@@ -46,6 +46,7 @@ from toolrelay.adapters.stores import (
     history_messages,
     key_matches,
     message_content,
+    public_prefix,
     turn_fields,
     utc_now,
 )
@@ -272,7 +273,7 @@ class SQLStore:
                 id=new_id("key"),
                 user_id=user_id,
                 name=name,
-                prefix=key[:8],
+                prefix=public_prefix(key),
                 key_hash=digest,
                 created_at=self._now(),
                 revoked_at=None,
