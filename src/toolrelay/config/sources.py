@@ -110,8 +110,8 @@ class PrefixedEnv(EnvSettingsSource):
             raise ConfigError(f"{ENV_PREFIX}{field_name.upper()}: not valid JSON") from None
 
 
-class PlainEnv(PydanticBaseSettingsSource):
-    """`DATABASE_URL` and `REDIS_URL` (`PLAIN_ENV`), below their `TOOLRELAY_*` names."""
+class _DerivedSource(PydanticBaseSettingsSource):
+    """A source that builds its whole dict in `__call__` and records where values came from."""
 
     def __init__(self, settings_cls: type[BaseSettings], provenance: Provenance) -> None:
         super().__init__(settings_cls)
@@ -119,6 +119,10 @@ class PlainEnv(PydanticBaseSettingsSource):
 
     def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
         return None, field_name, False
+
+
+class PlainEnv(_DerivedSource):
+    """`DATABASE_URL` and `REDIS_URL` (`PLAIN_ENV`), below their `TOOLRELAY_*` names."""
 
     def __call__(self) -> dict[str, Any]:
         values: dict[str, Any] = {}
@@ -156,15 +160,8 @@ class ConfigFile(TomlConfigSettingsSource):
         return data
 
 
-class Fallbacks(PydanticBaseSettingsSource):
+class Fallbacks(_DerivedSource):
     """Routes from `OPENAI_*` / `OLLAMA_*` and the iteration cap from its Open WebUI name."""
-
-    def __init__(self, settings_cls: type[BaseSettings], provenance: Provenance) -> None:
-        super().__init__(settings_cls)
-        self.provenance = provenance
-
-    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
-        return None, field_name, False
 
     def __call__(self) -> dict[str, Any]:
         values: dict[str, Any] = {}
