@@ -45,8 +45,8 @@ def tools_file(tmp_path: Path) -> Path:
     return path
 
 
-def run(*args: str, env: dict[str, str] | None = None) -> Any:
-    return CliRunner().invoke(app, ["chat", *args], env=env, catch_exceptions=False)
+def run(*args: str, env: dict[str, str] | None = None, input: str | None = None) -> Any:
+    return CliRunner().invoke(app, ["chat", *args], env=env, input=input, catch_exceptions=False)
 
 
 def test_json_prints_every_event_as_one_line_ending_with_the_final_event(
@@ -67,9 +67,10 @@ def test_json_prints_every_event_as_one_line_ending_with_the_final_event(
     assert server.requests[0].json["messages"] == [{"role": "user", "content": "hi"}]
 
 
-def test_a_tool_runs_and_its_result_is_rendered_in_plain_output(
+def test_a_tool_runs_and_only_the_answer_reaches_a_pipe(
     server: FakeModelServer, tools_file: Path
 ) -> None:
+    """stdout is not a terminal: the raw text there, the tool line and usage on stderr."""
     server.script(
         SSEReply(chat_chunks(tool_calls=[ToolCallSpec("get_weather", {"city": "Paris"})])),
         SSEReply(chat_chunks(text="It is **sunny** in Paris.", usage=USAGE)),
@@ -78,22 +79,42 @@ def test_a_tool_runs_and_its_result_is_rendered_in_plain_output(
         "weather?", "--base-url", server.base_url, "--model", "m", "--tools", str(tools_file)
     )
     assert result.exit_code == 0, result.output
-    lines = [line.rstrip() for line in result.stdout.splitlines()]
-    assert lines[:2] == ['✓ get_weather(city="Paris") → sunny in Paris', "It is sunny in Paris."]
-    assert lines[2].startswith("tokens: in 5 · out 7 · 1 tool call · ")
+    assert result.stdout == "It is **sunny** in Paris.\n"
+    lines = [line.rstrip() for line in result.stderr.splitlines()]
+    assert lines[0] == '✓ get_weather(city="Paris") → sunny in Paris'
+    assert lines[1].startswith("tokens: in 5 · out 7 · 1 tool call · ")
     sent = server.requests[0].json
     assert [t["function"]["name"] for t in sent["tools"]] == ["get_weather"]
     fed_back = server.requests[1].json["messages"][-1]
     assert fed_back["role"] == "tool" and fed_back["content"] == "sunny in Paris"
 
 
-def test_a_failing_upstream_exits_1_with_the_error(server: FakeModelServer) -> None:
+def test_text_items_are_separated_by_a_blank_line(
+    server: FakeModelServer, tools_file: Path
+) -> None:
+    server.script(
+        SSEReply(
+            chat_chunks(
+                text=["Let me ", "check."],
+                tool_calls=[ToolCallSpec("get_weather", {"city": "Oslo"})],
+            )
+        ),
+        SSEReply(chat_chunks(text=["It is ", "sunny."])),
+    )
+    args = ["weather?", "--base-url", server.base_url, "--model", "m", "--tools", str(tools_file)]
+    result = run(*args)
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "Let me check.\n\nIt is sunny.\n"
+
+
+def test_a_failing_upstream_exits_1_with_the_error_on_stderr(server: FakeModelServer) -> None:
     body = b'{"error": {"message": "upstream exploded", "type": "server_error"}}'
     server.set_default(RawReply(500, body, {"content-type": "application/json"}))
     result = run("hi", "--base-url", server.base_url, "--model", "m")
     assert result.exit_code == 1
-    assert "error: " in result.stdout
-    assert "500" in result.stdout and "upstream exploded" in result.stdout
+    assert result.stdout == ""
+    assert "error: " in result.stderr
+    assert "500" in result.stderr and "upstream exploded" in result.stderr
 
 
 def test_json_mode_failure_exits_1_and_prints_only_events(server: FakeModelServer) -> None:
@@ -112,9 +133,10 @@ def test_ollama_api_reads_ndjson(server: FakeModelServer) -> None:
     )
     result = run("hi", "--base-url", server.base_url, "--model", "llama3", "--api", "ollama")
     assert result.exit_code == 0, result.output
-    lines = [line.rstrip() for line in result.stdout.splitlines()]
-    assert lines[:2] == ["thinking: hm", "Hi from llama"]
-    assert lines[2].startswith("tokens: in 10 · out 20 · 0 tool calls · ")
+    assert result.stdout == "Hi from llama\n"
+    lines = [line.rstrip() for line in result.stderr.splitlines()]
+    assert lines[0] == "thinking: hm"
+    assert lines[1].startswith("tokens: in 10 · out 20 · 0 tool calls · ")
     assert server.requests[0].path == "/api/chat"
     assert server.requests[0].json["model"] == "llama3"
 
@@ -124,7 +146,7 @@ def test_responses_api(server: FakeModelServer) -> None:
     server.route("/v1/responses", BodyReply(body))
     result = run("hi", "--base-url", server.base_url, "--model", "m", "--api", "responses")
     assert result.exit_code == 0, result.output
-    assert result.stdout.splitlines()[0].rstrip() == "Hello world"
+    assert result.stdout == "Hello world\n"
     assert server.requests[0].path == "/v1/responses"
 
 
@@ -224,7 +246,7 @@ def test_a_configured_route_gets_its_client_and_tools(
     )
     result = run("hi", "--config", str(config), "--model", "fast")
     assert result.exit_code == 0, result.output
-    assert '✓ get_weather(city="Rome") → sunny in Rome' in result.stdout
+    assert '✓ get_weather(city="Rome") → sunny in Rome' in result.stderr
     assert server.requests[0].json["model"] == "upstream-fast"
 
 
@@ -234,7 +256,7 @@ def test_an_unknown_route_names_the_configured_ones(
     config = _config(tmp_path, server, tools_file)
     result = run("hi", "--config", str(config), "--model", "slow")
     assert result.exit_code == 2
-    assert "--model 'slow': no such route (configured: fast)" in result.stderr
+    assert "--model 'slow': no such route (configured: fast;" in result.stderr
 
 
 def test_ctrl_c_cancels_the_turn_and_exits_130(server: FakeModelServer) -> None:

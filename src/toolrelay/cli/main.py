@@ -15,7 +15,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
 )
-app.command("chat")(chat.chat)
+app.command("chat", epilog=chat.EXAMPLES)(chat.chat)
 app.command("replay")(replay.replay)
 app.command("serve")(serve.serve)
 app.add_typer(admin.db_app, name="db")

@@ -28,7 +28,15 @@ from rich.text import Text
 from toolrelay.core import events as ev
 from toolrelay.core.events import Event
 
-__all__ = ["Block", "ErrorBlock", "ReasoningBlock", "Renderer", "TextBlock", "ToolBlock"]
+__all__ = [
+    "Block",
+    "ErrorBlock",
+    "ReasoningBlock",
+    "Renderer",
+    "TextBlock",
+    "ToolBlock",
+    "parts_text",
+]
 
 ToolState = Literal["streaming", "running", "done", "failed", "skipped"]
 
@@ -84,7 +92,10 @@ class Renderer:
         reasoning_lines: int = 3,
         preview_chars: int = 80,
         args_chars: int = 60,
+        show_text: bool = True,
     ) -> None:
+        self.show_text = show_text
+        """False leaves the answer's text out (`RawOutput` prints it itself)."""
         self.blocks: list[Block] = []
         self.usage: dict[str, Any] = {}
         self.status: str | None = None
@@ -134,6 +145,8 @@ class Renderer:
         key = str(item.get("id", ""))
         block = self._items.get(key)
         if block is None:
+            if kind == "message" and not self.show_text:
+                return
             block = _new_block(kind, key, item)
             if block is None:
                 return
@@ -167,7 +180,8 @@ class Renderer:
         block.state = "failed" if item.get("status") == "failed" else "done"
 
     def _on_text_delta(self, data: Mapping[str, Any]) -> None:
-        self._append(data, TextBlock)
+        if self.show_text:
+            self._append(data, TextBlock)
 
     def _on_reasoning_delta(self, data: Mapping[str, Any]) -> None:
         self._append(data, ReasoningBlock)
@@ -300,7 +314,7 @@ def _complete(block: Block, item: Mapping[str, Any]) -> None:
     """An item's `done` event carries the whole item: it wins over the deltas."""
     match block:
         case ReasoningBlock() | TextBlock():
-            text = _parts_text(item.get("content")) or _parts_text(item.get("summary"))
+            text = parts_text(item.get("content")) or parts_text(item.get("summary"))
             block.text = text or block.text
             block.finished = True
         case ToolBlock():
@@ -325,7 +339,8 @@ def _close(block: Block) -> None:
             pass
 
 
-def _parts_text(parts: Any) -> str:
+def parts_text(parts: Any) -> str:
+    """The text of an item's content (or summary) parts, joined."""
     if not isinstance(parts, list):
         return ""
     return "".join(str(p.get("text", "")) for p in parts if isinstance(p, Mapping) and "text" in p)

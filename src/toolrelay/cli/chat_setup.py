@@ -1,0 +1,197 @@
+"""Flags of `toolrelay chat` turned into a model client, tools and limits.
+
+Owns the three ways to name a model: a route of the server config
+(`--model ROUTE`, the first route by default), a server given directly
+(`--base-url URL --model NAME`), and, when `OPENAI_BASE_URL` is set, any
+other `--model NAME` as that server's upstream model. Every problem is a
+`ConfigError` whose message the command prints on one line (exit 2).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shlex
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from toolrelay.engine.interfaces import ModelClient, Tool, ToolSource
+from toolrelay.engine.limits import RunLimits
+from toolrelay.errors import ConfigError
+
+__all__ = ["Api", "ChatSetup", "ModelChoice", "approver", "build_setup", "flag_sources"]
+
+
+class Api(StrEnum):
+    chat = "chat"
+    responses = "responses"
+    ollama = "ollama"
+
+
+@dataclass(frozen=True, slots=True)
+class ModelChoice:
+    """How the user named the model (the flags); `with_model` is `/model NAME`."""
+
+    model: str | None = None
+    base_url: str | None = None
+    api_key: str | None = None
+    api: Api = Api.chat
+    config: Path | None = None
+    max_iterations: int | None = None
+
+    def with_model(self, model: str) -> ModelChoice:
+        return dataclasses.replace(self, model=model)
+
+
+@dataclass(slots=True)
+class ChatSetup:
+    """Everything one `chat` run needs; `close` releases the clients."""
+
+    model: ModelClient
+    tools: list[Tool | ToolSource]
+    limits: RunLimits
+    close: Callable[[], Awaitable[None]]
+    name: str
+    """What the saved turn records as its model: the route, or the upstream model name."""
+    filters: list[Any] = dataclasses.field(default_factory=list)
+    approve: Callable[[str, Mapping[str, Any]], tuple[bool, str | None]] | None = None
+    """Answers `tool:approval`: (approved, reason). None rejects."""
+
+
+def approver(
+    decision: bool | None, *, interactive: bool
+) -> Callable[[str, Mapping[str, Any]], tuple[bool, str | None]]:
+    """`--approve` / `--reject`, else a y/n question on a terminal, else a rejection."""
+
+    def answer(name: str, arguments: Mapping[str, Any]) -> tuple[bool, str | None]:
+        if decision is not None:
+            return decision, None if decision else "rejected with --reject"
+        if not interactive:
+            return False, "no terminal to ask for approval (use --approve)"
+        from rich.prompt import Confirm
+
+        shown = ", ".join(f"{k}={v!r}" for k, v in arguments.items())
+        return Confirm.ask(f"Run [bold]{name}[/]({shown})?", default=False), None
+
+    return answer
+
+
+def build_setup(choice: ModelChoice, file_tools: list[Tool | ToolSource]) -> ChatSetup:
+    """The model the flags name, with its tools and limits; `ConfigError` says what is wrong.
+
+    `file_tools` (from `flag_sources`) are closed with the setup.
+    """
+    if choice.base_url is not None:
+        if not choice.model:
+            raise ConfigError("--model NAME is required with --base-url")
+        from toolrelay.config import load_settings
+
+        base = load_settings(choice.config).limits.to_run_limits()
+        client = direct_client(
+            choice.api, base_url=choice.base_url, model=choice.model, api_key=choice.api_key
+        )
+        close = _closing(file_tools, client.aclose)
+        limits = _limits(base, choice.max_iterations)
+        return ChatSetup(client, list(file_tools), limits, close, choice.model)
+    return _route_setup(choice, file_tools)
+
+
+def flag_sources(
+    tool_files: Sequence[Path], servers: Sequence[tuple[str, str]]
+) -> list[Tool | ToolSource]:
+    """`--tools`, `--mcp` and `--openapi` as tool sources (servers start on first use)."""
+    from toolrelay.config.tool_servers import ToolServer, build_source
+
+    found: list[Tool | ToolSource] = []
+    for path in tool_files:
+        found.append(build_source(ToolServer(name=path.stem, kind="python", path=str(path))))
+    for kind, value in servers:
+        if kind == "openapi":
+            server = ToolServer(name=value, kind="openapi", url=value)
+        elif value.startswith(("http://", "https://")):
+            server = ToolServer(name=value, kind="mcp-http", url=value)
+        else:
+            argv = shlex.split(value)
+            if not argv:
+                raise ConfigError("--mcp needs a command")
+            server = ToolServer(name=value, kind="mcp-stdio", command=argv[0], args=argv[1:])
+        found.append(build_source(server))
+    return found
+
+
+def _closing(
+    tools: Sequence[Tool | ToolSource], then: Callable[[], Awaitable[None]]
+) -> Callable[[], Awaitable[None]]:
+    """Close the flag-made sources (ending MCP processes), then the rest."""
+
+    async def close() -> None:
+        for item in tools:
+            if isinstance(item, ToolSource):
+                await item.aclose()
+        await then()
+
+    return close
+
+
+def direct_client(api: Api, *, base_url: str, model: str, api_key: str | None) -> ModelClient:
+    """A client for `--base-url`, by wire API."""
+    from toolrelay.adapters.models import Ollama, OpenAIChat, OpenAIResponses
+
+    match api:
+        case Api.chat:
+            return OpenAIChat(base_url=base_url, model=model, api_key=api_key)
+        case Api.responses:
+            return OpenAIResponses(base_url=base_url, model=model, api_key=api_key)
+        case Api.ollama:
+            return Ollama(base_url=base_url, model=model, api_key=api_key)
+
+
+def _route_setup(choice: ModelChoice, file_tools: list[Tool | ToolSource]) -> ChatSetup:
+    """A route from the server config (the first one when `--model` is not given).
+
+    A name no route has is, with `OPENAI_BASE_URL` set, a model of that server.
+    """
+    from toolrelay.config import build_registry, load_settings, setup_hint
+
+    registry = build_registry(load_settings(choice.config))
+    limits = _limits(registry.limits, choice.max_iterations)
+    name = choice.model
+    upstream = os.environ.get("OPENAI_BASE_URL", "").strip()
+    if name and name not in registry.routes and upstream:
+        key = choice.api_key or os.environ.get("OPENAI_API_KEY") or None
+        client = direct_client(Api.chat, base_url=upstream, model=name, api_key=key)
+
+        async def close() -> None:
+            await client.aclose()
+            await registry.aclose()
+
+        tools = [*_all_tools(registry), *file_tools]
+        return ChatSetup(client, tools, limits, _closing(file_tools, close), name)
+    if not registry.routes:
+        raise ConfigError(f"no model configured: pass --base-url URL --model NAME\n{setup_hint()}")
+    name = name or next(iter(registry.routes))
+    if name not in registry.routes:
+        known = ", ".join(sorted(registry.routes))
+        raise ConfigError(
+            f"--model {name!r}: no such route (configured: {known}; "
+            "set OPENAI_BASE_URL to use any model of that server)"
+        )
+    tools = [*registry.tools_for(name), *file_tools]
+    closing = _closing(file_tools, registry.aclose)
+    return ChatSetup(registry.client_for(name), tools, limits, closing, name)
+
+
+def _all_tools(registry: Any) -> list[Tool | ToolSource]:
+    """Every configured tool and tool server (as a view: closing a turn never stops it)."""
+    from toolrelay.engine.toolbox import ToolSubset
+
+    return [*registry.tools.values(), *(ToolSubset(s) for s in registry.sources.values())]
+
+
+def _limits(base: RunLimits, max_iterations: int | None) -> RunLimits:
+    if max_iterations is None:
+        return base
+    return dataclasses.replace(base, max_iterations=max_iterations)
