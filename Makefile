@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench setup services node wheel fuzz
+.PHONY: run test lint bench setup services node wheel fuzz chromium
 NODE_STAMP := tests/node/node_modules/.installed
 
 # pip >= 25.1 reads PEP 735 dependency groups (`--group dev`), hence the upgrade first.
@@ -35,11 +35,20 @@ $(NODE_STAMP): tests/node/package.json tests/node/package-lock.json
 
 node: $(NODE_STAMP)
 
+# Debian's chromium for the web page tests (tests/web; Playwright drives it, never downloads
+# a browser). Without it and without a way to install it, those tests fail saying so.
+chromium:
+	@[ -x /usr/bin/chromium ] || { \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  command -v apt-get >/dev/null 2>&1 && { $$SUDO apt-get install -y -q chromium >/dev/null 2>&1 || \
+	    { $$SUDO apt-get update -q >/dev/null 2>&1 && $$SUDO apt-get install -y -q chromium >/dev/null 2>&1; }; }; \
+	  [ -x /usr/bin/chromium ] || echo "chromium: /usr/bin/chromium is missing and apt-get could not install it; install chromium (apt-get install chromium): the web page tests (tests/web) fail until it is there" >&2; }
+
 # The wheel, installed alone into a fresh venv: `import toolrelay`, `toolrelay --version`.
 wheel: $(STAMP)
 	bash scripts/check_wheel.sh $(BIN)
 
-test: $(STAMP) lint services node wheel
+test: $(STAMP) lint services node chromium wheel
 	$(BIN)/pytest -q -n 2 -p no:cacheprovider
 
 # The property and fuzz tests with their long budget (tests/patience.py: fuzz_budget);

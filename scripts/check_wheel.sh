@@ -20,6 +20,9 @@ want=$("$BIN/python" -c "import toolrelay; print(toolrelay.__version__)")
 got=$("$WORK/venv/bin/toolrelay" --version)
 [ "$got" = "toolrelay $want" ] || { echo "check_wheel: --version printed '$got', want 'toolrelay $want'" >&2; exit 1; }
 "$WORK/venv/bin/python" -c "import toolrelay, toolrelay.testing; assert toolrelay.__file__.startswith('$WORK/venv')"
+for page in index.html app.js app.css vendor-marked.js vendor-purify.js; do  # the web page ships
+  "$WORK/venv/bin/python" -c "from importlib.resources import files; assert files('toolrelay.web').joinpath('static', '$page').is_file(), '$page'"
+done
 env -u OPENAI_BASE_URL "$WORK/venv/bin/python" "$ROOT/examples/quickstart.py" >/dev/null
 "$WORK/venv/bin/toolrelay" replay "$ROOT/tests/fixtures/streams/deepseek/reasoning-tool-call.sse" --json >/dev/null
 
@@ -32,4 +35,4 @@ if [ "$code" != 2 ] || ! grep -q "pip install 'toolrelay\[server\]'" <<<"$out" |
   echo "$out" >&2
   exit 1
 fi
-echo "check_wheel: $(basename "$wheel") installs alone; import, --version, quickstart, replay and the server-extra hint work"
+echo "check_wheel: $(basename "$wheel") installs alone; import, --version, quickstart, replay, the web page and the server-extra hint work"

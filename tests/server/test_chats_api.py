@@ -227,6 +227,6 @@ def test_chat_api_errors(running: Running) -> None:
         assert client.post("/api/chats", json={"model": "nope"}).status_code == 404
 
 
-def test_root_page_lists_models(running: Running) -> None:
-    page = httpx.get(running.base_url + "/")
-    assert page.status_code == 200 and "fake-responses" in page.text
+def test_info_lists_models(running: Running) -> None:
+    info = httpx.get(running.base_url + "/api/info")
+    assert info.status_code == 200 and "fake-responses" in info.json()["models"]

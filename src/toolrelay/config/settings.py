@@ -190,6 +190,8 @@ class Settings(BaseSettings):
     events_url: str | None = None
     """Redis URL for the event log; None keeps events in-process."""
     admin_key: str | None = Field(default=None, repr=False)
+    session_secret: str | None = Field(default=None, repr=False)
+    """Signs the web page's session cookies; unset: a random one kept in `data_dir`."""
     models: list[ModelRoute] = Field(default_factory=list)
     tools: list[str] = Field(default_factory=list)
     tool_servers: list[ToolServer] = Field(default_factory=list)

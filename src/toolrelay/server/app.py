@@ -25,8 +25,9 @@ from toolrelay.server.auth import KeyCache
 from toolrelay.server.durability import Durability
 from toolrelay.server.errors import BodyLimit, JSONBody, install_error_handlers
 from toolrelay.server.openapi import fix_openapi
-from toolrelay.server.routes import admin, chats, openai, responses, tools
+from toolrelay.server.routes import admin, chats, openai, responses, tools, web
 from toolrelay.server.services import Services
+from toolrelay.server.session import load_secret
 from toolrelay.server.shutdown import Stopping
 from toolrelay.server.streams import cancel_streams
 from toolrelay.server.turns import TurnManager
@@ -85,7 +86,10 @@ def create_app(settings: Settings, *, registry: Registry | None = None) -> FastA
 
         stopping = Stopping(settings.shutdown_grace_s, cancel_running)
         stopping.install()
-        app.state.services = Services(settings, store, bus, live, turns, KeyCache(store), stopping)
+        secret = load_secret(settings.session_secret, settings.data_dir)
+        app.state.services = Services(
+            settings, store, bus, live, turns, KeyCache(store), stopping, secret
+        )
         try:
             yield
         finally:
@@ -111,6 +115,6 @@ def create_app(settings: Settings, *, registry: Registry | None = None) -> FastA
             allow_headers=["*"],
         )
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes, timeout=settings.body_timeout_s)
-    for module in (openai, responses, chats, admin, tools):
+    for module in (openai, responses, chats, admin, tools, web):
         app.include_router(module.router)
     return app

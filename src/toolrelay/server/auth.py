@@ -1,5 +1,8 @@
 """API-key authentication: `Authorization: Bearer <key>` (or `X-API-Key`) → a user.
 
+A request without a key may carry the web page's session cookie instead
+(`server.session`): then writes also need the CSRF header.
+
 Lookups are cached briefly (keys are hashed in the store, so a cache hit saves
 a hash and a query per request); revoking through this server drops the cache
 at once, other workers see it within `ttl` seconds.
@@ -9,11 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 
 from fastapi import Request
 
 from toolrelay.adapters.stores import Store, User
 from toolrelay.server.errors import APIError
+from toolrelay.server.session import COOKIE, CSRF_HEADER, SAFE_METHODS, csrf_ok, verify
 
 
 class KeyCache:
@@ -26,6 +31,15 @@ class KeyCache:
         self._inflight: dict[str, asyncio.Future[User | None]] = {}
 
     async def user(self, key: str) -> User | None:
+        return await self._lookup(key, self._store.user_for_key)
+
+    async def user_by_key_id(self, key_id: str) -> User | None:
+        """The owner of an active key, by the key's id (a browser session names its key)."""
+        return await self._lookup("\x00id:" + key_id, lambda _: self._store.user_for_key_id(key_id))
+
+    async def _lookup(
+        self, key: str, fetch: Callable[[str], Awaitable[User | None]]
+    ) -> User | None:
         now = time.monotonic()
         hit = self._cache.get(key)
         if hit is not None and now - hit[0] < self._ttl:
@@ -36,7 +50,7 @@ class KeyCache:
         future: asyncio.Future[User | None] = asyncio.get_running_loop().create_future()
         self._inflight[key] = future
         try:
-            user = await self._store.user_for_key(key)
+            user = await fetch(key)
         except BaseException as exc:
             future.set_exception(exc)
             future.exception()  # retrieved here: the waiters re-raise it themselves
@@ -61,8 +75,11 @@ def request_key(request: Request) -> str | None:
     return request.headers.get("x-api-key") or None
 
 
-async def authenticate(request: Request, cache: KeyCache) -> User:
+async def authenticate(request: Request, cache: KeyCache, secret: bytes | None = None) -> User:
     key = request_key(request)
+    token = request.cookies.get(COOKIE) if secret is not None else None
+    if key is None and token and secret is not None:
+        return await session_user(request, cache, secret, token)
     if key is None:
         raise APIError(
             401,
@@ -72,4 +89,23 @@ async def authenticate(request: Request, cache: KeyCache) -> User:
     user = await cache.user(key)
     if user is None:
         raise APIError(401, "Invalid or revoked API key.", code="invalid_api_key")
+    return user
+
+
+async def session_user(request: Request, cache: KeyCache, secret: bytes, token: str) -> User:
+    """The user of a session cookie; a write must also carry the session's CSRF token."""
+    session = verify(secret, token)
+    if session is None:
+        raise APIError(401, "Your session has expired: sign in again.", code="session_expired")
+    if request.method not in SAFE_METHODS and not csrf_ok(
+        secret, token, request.headers.get(CSRF_HEADER)
+    ):
+        raise APIError(
+            403, "Missing or wrong X-CSRF-Token for a cookie session.", code="csrf_failed"
+        )
+    user = await cache.user_by_key_id(session.key_id)
+    if user is None or user.id != session.user_id:
+        raise APIError(
+            401, "The API key of this session was revoked: sign in again.", code="session_revoked"
+        )
     return user

@@ -94,6 +94,15 @@ class ToolResultIn(_Open):
     reason: str | None = None
 
 
+class SessionCreate(_Open):
+    key: str = Field(min_length=1, max_length=512)
+    """The API key, posted once by the sign-in form; the answer sets the session cookie."""
+
+
+class ChatUpdate(_Open):
+    title: Title | None = None
+
+
 class KeyCreate(_Open):
     name: Name = ""
     user: Name | None = None

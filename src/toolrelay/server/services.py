@@ -26,6 +26,8 @@ class Services:
     turns: TurnManager
     keys: KeyCache
     stopping: Stopping
+    session_secret: bytes | None = None
+    """Signs the web page's session cookies (`server.session`)."""
 
     def route(self, name: Any) -> str:
         """A known route name, else a 404 in OpenAI's words."""
@@ -61,7 +63,8 @@ async def services(request: Request) -> Services:
 
 
 async def current_user(request: Request) -> User:
-    return await authenticate(request, _services(request).keys)
+    svc = _services(request)
+    return await authenticate(request, svc.keys, svc.session_secret)
 
 
 ServicesDep = Annotated[Services, Depends(services)]

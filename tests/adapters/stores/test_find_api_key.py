@@ -18,3 +18,13 @@ async def test_find_api_key_sees_revoked_keys(store: Store) -> None:
     assert found is not None and found.id == record.id and found.revoked_at is not None
     assert await store.user_for_key("tr-configured-key") is None
     assert await store.find_api_key("tr-unknown") is None
+
+
+async def test_user_for_key_id_only_while_the_key_is_active(store: Store) -> None:
+    """Browser sessions name their key by id: revoking the key ends them."""
+    user = await store.create_user("ann")
+    record, _ = await store.create_api_key(user.id, name="laptop")
+    assert await store.user_for_key_id(record.id) == user
+    assert await store.user_for_key_id("key_unknown") is None
+    assert await store.revoke_api_key(record.id)
+    assert await store.user_for_key_id(record.id) is None

@@ -100,6 +100,10 @@ class Store(ChatStore, Protocol):
 
     async def user_for_key(self, key: str) -> User | None: ...
 
+    async def user_for_key_id(self, key_id: str) -> User | None:
+        """The owner of the key with this id while it is active (browser sessions name keys)."""
+        ...
+
     async def find_api_key(self, key: str) -> ApiKey | None:
         """The record of this key, revoked or not (start-up checks the configured admin key)."""
         ...

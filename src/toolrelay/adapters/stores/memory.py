@@ -104,6 +104,12 @@ class MemoryStore:
                 found = self._users.get(record.user_id)
         return found
 
+    async def user_for_key_id(self, key_id: str) -> User | None:
+        record = self._keys.get(key_id)
+        if record is None or record.revoked_at is not None:
+            return None
+        return self._users.get(record.user_id)
+
     async def find_api_key(self, key: str) -> ApiKey | None:
         digest = hash_key(key)
         for key_id, stored in self._key_hashes.items():

@@ -296,6 +296,17 @@ class SQLStore:
             return None
         return _user(found[1])
 
+    async def user_for_key_id(self, key_id: str) -> User | None:
+        """The owner of the key with this id, or None when it is unknown or revoked."""
+        query = (
+            select(UserRow)
+            .join(ApiKeyRow, UserRow.id == ApiKeyRow.user_id)
+            .where(ApiKeyRow.id == key_id, ApiKeyRow.revoked_at.is_(None))
+        )
+        async with self._sessions() as session:
+            row = await session.scalar(query)
+        return None if row is None else _user(row)
+
     async def find_api_key(self, key: str) -> ApiKey | None:
         """The record of this key, revoked or not."""
         query = select(ApiKeyRow).where(ApiKeyRow.key_hash == hash_key(key))

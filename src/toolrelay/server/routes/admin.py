@@ -1,14 +1,12 @@
-"""Admin endpoints (API keys) and the front page."""
+"""Admin endpoints (API keys) and the health check."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from fastapi import APIRouter
-from fastapi.responses import HTMLResponse
 
 from toolrelay.adapters.stores import ApiKey
-from toolrelay.config.registry import setup_hint
 from toolrelay.server.errors import APIError
 from toolrelay.server.guard import GuardedRoute
 from toolrelay.server.openapi import Health, KeyCreated, KeyList, doc
@@ -58,25 +56,3 @@ async def revoke_key(key_id: str, svc: ServicesDep, _: AdminDep) -> None:
 @router.get("/healthz", response_model=None, responses=doc(Health))
 async def health() -> dict[str, str]:
     return {"status": "ok"}
-
-
-@router.get("/", response_class=HTMLResponse)
-async def index(svc: ServicesDep) -> HTMLResponse:
-    routes = sorted(svc.registry.routes)
-    if routes:
-        body = "<p>Models: " + ", ".join(f"<code>{r}</code>" for r in routes) + "</p>"
-    else:
-        body = f"<h2>No model configured</h2><pre>{_escape(setup_hint())}</pre>"
-    page = (
-        "<!doctype html><html><head><meta charset='utf-8'><title>toolrelay</title></head>"
-        "<body><h1>toolrelay</h1>"
-        f"{body}"
-        "<p>OpenAI-compatible API at <code>/v1/chat/completions</code>, "
-        "<code>/v1/responses</code>, <code>/v1/models</code>; chats at <code>/api/chats</code>. "
-        "Authenticate with <code>Authorization: Bearer &lt;key&gt;</code>.</p></body></html>"
-    )
-    return HTMLResponse(page)
-
-
-def _escape(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

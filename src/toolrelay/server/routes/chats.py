@@ -36,7 +36,7 @@ from toolrelay.server.openapi import (
     doc,
 )
 from toolrelay.server.routes.openai import SSE_HEADERS
-from toolrelay.server.schemas import ChatCreate, MessageCreate, ToolResultIn
+from toolrelay.server.schemas import ChatCreate, ChatUpdate, MessageCreate, ToolResultIn
 from toolrelay.server.services import Services, ServicesDep, UserDep
 from toolrelay.server.turns import TurnBusy, TurnNotStarted, channel
 
@@ -105,6 +105,16 @@ async def get_chat(chat_id: str, svc: ServicesDep, user: UserDep) -> dict[str, A
     chat = await _owned(svc, chat_id, user.id)
     messages = await svc.store.get_messages(chat_id)
     return {**chat_json(chat), "messages": [message_json(m) for m in messages]}
+
+
+@router.patch("/{chat_id}", response_model=None, responses=doc(ChatOut))
+async def rename_chat(
+    chat_id: str, body: ChatUpdate, svc: ServicesDep, user: UserDep
+) -> dict[str, Any]:
+    await _owned(svc, chat_id, user.id)
+    if body.title is not None:
+        await svc.store.update_chat(chat_id, title=body.title)
+    return chat_json(await _owned(svc, chat_id, user.id))
 
 
 @router.delete("/{chat_id}", status_code=204)

@@ -1,0 +1,449 @@
+// The page: sign-in, the chat list, the composer and the live chat, on the chat API.
+
+import { api, ApiError, setCsrf } from "/static/api.js";
+import { ChatStream } from "/static/stream.js";
+import { TurnView, userMessage } from "/static/render.js";
+import { CLIENT_TOOLS, runClientTool } from "/static/client_tools.js";
+
+const $ = (id) => document.getElementById(id);
+const PAGE = 30;
+
+const state = {
+  user: null,
+  chats: [],
+  total: 0,
+  chatId: null,
+  stream: null,
+  turn: null,       // the live TurnView, while a turn runs
+  running: false,
+  lastId: null,
+  attachments: [],
+};
+
+// ------------------------------------------------------------------ sign-in
+
+async function boot() {
+  try {
+    const session = await api("GET", "/api/session");
+    await signedIn(session);
+  } catch (err) {
+    showSignIn(err instanceof ApiError && err.code === "session_revoked" ? err.message : null);
+  }
+}
+
+async function showSignIn(message) {
+  state.user = null;
+  closeStream();
+  $("app").hidden = true;
+  $("signin").hidden = false;
+  const error = $("signin-error");
+  error.hidden = !message;
+  error.textContent = message || "";
+  $("signin-key").focus();
+  try {
+    const info = await api("GET", "/api/info");
+    const hint = $("setup-hint");
+    hint.hidden = !info.setup_hint;
+    hint.textContent = info.setup_hint ? `No model is configured yet.\n${info.setup_hint}` : "";
+  } catch (_) { /* the form still works */ }
+}
+
+$("signin-form").addEventListener("submit", async (e) => {
+  e.preventDefault();
+  const input = $("signin-key");
+  const key = input.value.trim();
+  input.value = "";
+  try {
+    await signedIn(await api("POST", "/api/session", { key }));
+  } catch (err) {
+    showSignIn(err.status === 401 ? "That key is not valid (or was revoked)." : err.message);
+  }
+});
+
+async function signedIn(session) {
+  state.user = session.user;
+  setCsrf(session.csrf);
+  $("signin").hidden = true;
+  $("app").hidden = false;
+  $("who").textContent = session.user.name;
+  await Promise.all([loadModels(), loadChats(true)]);
+  const fromHash = new URLSearchParams(location.hash.slice(1)).get("chat");
+  if (fromHash) openChat(fromHash);
+  else newChat();
+}
+
+$("sign-out").addEventListener("click", async () => {
+  try { await api("DELETE", "/api/session"); } catch (_) { /* signed out locally anyway */ }
+  setCsrf(null);
+  history.replaceState(null, "", location.pathname);
+  showSignIn(null);
+});
+
+// Any 401 from the API: the session ended (expired, revoked, signed out elsewhere).
+async function guarded(action) {
+  try {
+    return await action();
+  } catch (err) {
+    if (err instanceof ApiError && err.status === 401) { showSignIn(err.message); return undefined; }
+    banner(err.message);
+    return undefined;
+  }
+}
+
+function banner(message) {
+  const node = $("banner");
+  node.hidden = !message;
+  node.textContent = message || "";
+}
+
+// ------------------------------------------------------------------ models and chats
+
+async function loadModels() {
+  const select = $("model");
+  const models = await api("GET", "/v1/models");
+  select.replaceChildren();
+  for (const m of models.data) {
+    const option = document.createElement("option");
+    option.value = option.textContent = m.id;
+    select.append(option);
+  }
+  const saved = localStorage.getItem("toolrelay.model");
+  if (saved && models.data.some((m) => m.id === saved)) select.value = saved;
+  if (!models.data.length) banner("No model is configured on this server: add one to toolrelay.toml and restart it.");
+}
+
+$("model").addEventListener("change", () => localStorage.setItem("toolrelay.model", $("model").value));
+
+async function loadChats(reset) {
+  const offset = reset ? 0 : state.chats.length;
+  const page = await api("GET", `/api/chats?limit=${PAGE}&offset=${offset}`);
+  state.chats = reset ? page.data : state.chats.concat(page.data);
+  state.total = page.total;
+  renderChatList();
+}
+
+function renderChatList() {
+  const list = $("chat-list");
+  const query = $("search").value.trim().toLowerCase();
+  list.replaceChildren();
+  for (const chat of state.chats) {
+    const title = chat.title || "New chat";
+    if (query && !title.toLowerCase().includes(query)) continue;
+    const li = document.createElement("li");
+    const button = document.createElement("button");
+    button.type = "button";
+    button.className = "chat-link";
+    button.dataset.chatId = chat.id;
+    if (chat.id === state.chatId) button.setAttribute("aria-current", "page");
+    const name = document.createElement("span");
+    name.className = "chat-name";
+    name.textContent = title;
+    button.append(name);
+    if (chat.tags && chat.tags.length) {
+      const tags = document.createElement("span");
+      tags.className = "chat-tags";
+      tags.textContent = chat.tags.join(" · ");
+      button.append(tags);
+    }
+    button.addEventListener("click", () => { openChat(chat.id); closeSidebar(); });
+    li.append(button);
+    list.append(li);
+  }
+  $("more-chats").hidden = state.chats.length >= state.total;
+}
+
+$("search").addEventListener("input", renderChatList);
+$("more-chats").addEventListener("click", () => guarded(() => loadChats(false)));
+
+function currentChat() { return state.chats.find((c) => c.id === state.chatId); }
+
+function showChatHeader() {
+  const chat = currentChat();
+  $("chat-title").textContent = (chat && chat.title) || "New chat";
+  $("chat-tags").textContent = chat && chat.tags && chat.tags.length ? chat.tags.join(" · ") : "";
+  $("rename-chat").hidden = $("delete-chat").hidden = !state.chatId;
+}
+
+function newChat() {
+  closeStream();
+  state.chatId = null;
+  state.turn = null;
+  state.running = false;
+  state.lastId = null;
+  history.replaceState(null, "", location.pathname);
+  $("messages").replaceChildren();
+  showChatHeader();
+  renderChatList();
+  setRunning(false);
+  $("input").focus();
+}
+
+$("new-chat").addEventListener("click", () => { newChat(); closeSidebar(); });
+
+$("rename-chat").addEventListener("click", () => guarded(async () => {
+  const chat = currentChat();
+  const title = prompt("Rename the chat", (chat && chat.title) || "");
+  if (title === null || !title.trim()) return;
+  const updated = await api("PATCH", `/api/chats/${state.chatId}`, { title: title.trim() });
+  Object.assign(chat || {}, updated);
+  showChatHeader();
+  renderChatList();
+}));
+
+$("delete-chat").addEventListener("click", () => guarded(async () => {
+  if (!confirm("Delete this chat and all its messages?")) return;
+  const id = state.chatId;
+  await api("DELETE", `/api/chats/${id}`);
+  state.chats = state.chats.filter((c) => c.id !== id);
+  state.total -= 1;
+  newChat();
+}));
+
+// ------------------------------------------------------------------ one chat, live
+
+function openChat(chatId) {
+  closeStream();
+  state.chatId = chatId;
+  state.turn = null;
+  state.running = false;
+  state.lastId = null;
+  history.replaceState(null, "", `#chat=${encodeURIComponent(chatId)}`);
+  $("messages").replaceChildren();
+  showChatHeader();
+  renderChatList();
+  banner(null);
+  follow();
+}
+
+function follow() {
+  if (state.stream && !state.stream.closed) return;
+  const stream = new ChatStream(state.chatId, {
+    lastId: state.lastId,
+    onEvent: (event, id) => {
+      if (id !== null) state.lastId = id;
+      onEvent(event);
+    },
+    onStatus: (status, err) => {
+      if (status === "open") banner(null);
+      else if (status === "reconnecting") banner("Connection lost: reconnecting…");
+      else if (status === "unauthorized") showSignIn("Your session ended: sign in again.");
+      else if (status === "failed") banner(err.status === 404 ? "This chat no longer exists." : err.message);
+      if (status === "idle" || status === "failed" || status === "unauthorized") {
+        if (state.stream === stream) state.stream = null;
+        stream.closed = true;
+      }
+    },
+  });
+  state.stream = stream;
+  stream.run(() => state.running);
+}
+
+function closeStream() {
+  if (state.stream) state.stream.close();
+  state.stream = null;
+}
+
+const turnContext = {
+  scrolled: () => stickToBottom(),
+  answerApproval: (id, approved, reason) =>
+    api("POST", `/api/chats/${state.chatId}/tool-results`, { id, approved, reason }),
+  runClientTool: async (data, card) => {
+    const chatId = state.chatId;
+    const show = (node) => (card ? card.showPanel(node) : state.turn && state.turn.errors.append(node));
+    let result;
+    try {
+      result = await runClientTool(data, show);
+    } catch (err) {
+      result = `Error: ${err.message}`;
+    }
+    await guarded(() => api("POST", `/api/chats/${chatId}/tool-results`, { id: data.id, result }));
+  },
+  followUp: (text) => { $("input").value = text; send(); },
+};
+
+function onEvent(event) {
+  const data = event.data || {};
+  switch (event.type) {
+    case "chat:snapshot": return showSnapshot(data);
+    case "chat:title": return updateChat({ title: data.title });
+    case "chat:tags": return updateChat({ tags: data.tags });
+    case "server:shutdown": return banner("The server is restarting: reconnecting…");
+    default: break;
+  }
+  if (!state.turn && isTurnEvent(event.type)) startTurnView();
+  if (!state.turn) {
+    if (event.type === "chat:message:follow_ups" && state.lastTurn) state.lastTurn.apply(event);
+    return;
+  }
+  state.turn.apply(event);
+  if (event.type === "chat:completion" && data.done) {
+    state.lastTurn = state.turn;
+    state.turn = null;
+    setRunning(false);
+  }
+}
+
+function isTurnEvent(type) {
+  return type.startsWith("response.") || type === "chat:completion" || type === "chat:message:error" ||
+    type === "source" || type.startsWith("tool:") || type === "execute:tool";
+}
+
+function startTurnView() {
+  state.turn = new TurnView(turnContext);
+  $("messages").append(state.turn.node);
+  setRunning(true);
+}
+
+function showSnapshot(data) {
+  const box = $("messages");
+  box.replaceChildren();
+  state.turn = null;
+  const messages = data.messages || [];
+  messages.forEach((m, i) => {
+    const live = data.running && i === messages.length - 1 && m.role === "assistant" && m.status === "in_progress";
+    if (m.role === "user") box.append(userMessage(m.content));
+    else if (m.role === "assistant" && live) startTurnView(); // its events follow from the start
+    else if (m.role === "assistant") {
+      const view = new TurnView(turnContext);
+      view.load(m);
+      box.append(view.node);
+      state.lastTurn = view;
+    }
+  });
+  if (data.running && !state.turn) startTurnView();
+  setRunning(Boolean(data.running));
+  stickToBottom(true);
+}
+
+function updateChat(fields) {
+  const chat = currentChat();
+  if (chat) Object.assign(chat, fields);
+  showChatHeader();
+  renderChatList();
+}
+
+let pinned = true;
+$("messages").addEventListener("scroll", () => {
+  const box = $("messages");
+  pinned = box.scrollHeight - box.scrollTop - box.clientHeight < 80;
+});
+
+function stickToBottom(force = false) {
+  const box = $("messages");
+  if (force || pinned) box.scrollTop = box.scrollHeight;
+}
+
+// ------------------------------------------------------------------ compose, send, stop
+
+function setRunning(running) {
+  state.running = running;
+  $("stop").hidden = !running;
+  $("send").hidden = running;
+}
+
+async function send() {
+  const input = $("input");
+  const text = input.value.trim();
+  if ((!text && !state.attachments.length) || state.running) return;
+  const content = state.attachments.length
+    ? [{ type: "text", text }, ...state.attachments.map((url) => ({ type: "image_url", image_url: { url } }))]
+    : text;
+  const model = $("model").value;
+  await guarded(async () => {
+    if (!state.chatId) {
+      const chat = await api("POST", "/api/chats", { model });
+      state.chats.unshift(chat);
+      state.total += 1;
+      state.chatId = chat.id;
+      history.replaceState(null, "", `#chat=${encodeURIComponent(chat.id)}`);
+      showChatHeader();
+      renderChatList();
+    }
+    input.value = "";
+    clearAttachments();
+    $("messages").append(userMessage(content));
+    startTurnView(); // before the post: the turn's first events may come before its answer
+    stickToBottom(true);
+    try {
+      await api("POST", `/api/chats/${state.chatId}/messages`, { content, model, tools: CLIENT_TOOLS });
+    } catch (err) {
+      if (err instanceof ApiError && err.status === 401) throw err;
+      state.turn.error(err.message); // in place, where the answer would have been
+      state.turn.finish({ status: "failed" }, true);
+      state.turn = null;
+      setRunning(false);
+      return;
+    }
+    follow();
+  });
+}
+
+async function stop() {
+  if (!state.chatId) return;
+  await guarded(() => api("POST", `/api/chats/${state.chatId}/cancel`));
+}
+
+$("compose").addEventListener("submit", (e) => { e.preventDefault(); send(); });
+$("stop").addEventListener("click", stop);
+$("input").addEventListener("keydown", (e) => {
+  if (e.key === "Enter" && !e.shiftKey && !e.isComposing) { e.preventDefault(); send(); }
+});
+document.addEventListener("keydown", (e) => {
+  if (e.key === "Escape" && state.running) { e.preventDefault(); stop(); }
+});
+
+// Images: picked or pasted, sent as data URLs in the message's content parts.
+function addImage(file) {
+  if (!file.type.startsWith("image/")) return;
+  const reader = new FileReader();
+  reader.onload = () => {
+    state.attachments.push(String(reader.result));
+    renderAttachments();
+  };
+  reader.readAsDataURL(file);
+}
+
+function renderAttachments() {
+  const box = $("attachments");
+  box.replaceChildren();
+  state.attachments.forEach((url, i) => {
+    const img = document.createElement("img");
+    img.src = url;
+    img.alt = `attachment ${i + 1}`;
+    const remove = document.createElement("button");
+    remove.type = "button";
+    remove.className = "icon";
+    remove.textContent = "✕";
+    remove.setAttribute("aria-label", `Remove attachment ${i + 1}`);
+    remove.addEventListener("click", () => { state.attachments.splice(i, 1); renderAttachments(); });
+    box.append(img, remove);
+  });
+}
+
+function clearAttachments() { state.attachments = []; renderAttachments(); }
+
+$("attach").addEventListener("change", (e) => { for (const f of e.target.files) addImage(f); e.target.value = ""; });
+$("input").addEventListener("paste", (e) => {
+  for (const item of e.clipboardData.items) if (item.kind === "file") addImage(item.getAsFile());
+});
+
+// Code blocks' copy buttons (one listener for all).
+$("messages").addEventListener("click", async (e) => {
+  const button = e.target.closest("button.copy");
+  if (!button) return;
+  const code = button.parentElement.querySelector("code");
+  try {
+    await navigator.clipboard.writeText(code ? code.textContent : "");
+    button.textContent = "Copied";
+  } catch (_) {
+    button.textContent = "Copy failed";
+  }
+  setTimeout(() => { button.textContent = "Copy"; }, 1500);
+});
+
+// Phone width: the chat list slides over.
+function closeSidebar() { document.body.classList.remove("sidebar-open"); }
+$("open-sidebar").addEventListener("click", () => document.body.classList.add("sidebar-open"));
+$("close-sidebar").addEventListener("click", closeSidebar);
+
+boot();

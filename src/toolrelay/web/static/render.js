@@ -1,0 +1,516 @@
+// One assistant turn on screen, built from the chat's events (DESIGN §4) or a saved message.
+//
+// Events only change state and mark views dirty; the DOM is touched once per animation
+// frame (`flush`), so thousands of small deltas cost a few renders. Every string from a
+// model or a tool reaches the DOM as text (textContent) or through DOMPurify (Markdown);
+// HTML embeds go into sandboxed iframes without allow-same-origin.
+
+import { MarkdownView } from "/static/markdown.js";
+
+const RESULT_PREVIEW = 4000;
+const BLOCKS_PER_FRAME = 8;
+
+let queued = new Set();
+let frame = 0;
+
+function schedule(view) {
+  queued.add(view);
+  if (!frame) frame = requestAnimationFrame(flushAll);
+}
+
+function flushAll() {
+  frame = 0;
+  const views = queued;
+  queued = new Set();
+  for (const view of views) view.flush();
+  if (queued.size && !frame) frame = requestAnimationFrame(flushAll);
+}
+
+function el(tag, className, text) {
+  const node = document.createElement(tag);
+  if (className) node.className = className;
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+
+function safeUrl(url) {
+  try {
+    const parsed = new URL(String(url), location.href);
+    return parsed.protocol === "http:" || parsed.protocol === "https:" ? parsed.href : null;
+  } catch (_) { return null; }
+}
+
+function imageUrl(url) {
+  const s = String(url || "");
+  if (/^data:image\/(png|jpe?g|gif|webp);base64,/i.test(s)) return s;
+  return safeUrl(s);
+}
+
+function outputText(output) {
+  if (typeof output === "string") return output;
+  if (Array.isArray(output)) {
+    return output.map((p) => (p && (p.text ?? (p.type === "input_image" ? "[image]" : ""))) || "").join("\n");
+  }
+  return output == null ? "" : JSON.stringify(output, null, 2);
+}
+
+function prettyArgs(text) {
+  try { return JSON.stringify(JSON.parse(text), null, 2); } catch (_) { return text; }
+}
+
+// ------------------------------------------------------------------ items
+
+class MessageItem {
+  constructor(turn) {
+    this.node = el("div", "answer markdown");
+    this.node.setAttribute("aria-live", "polite");
+    this.node.setAttribute("aria-busy", "true");
+    this.md = new MarkdownView(this.node);
+    this.final = false;
+    this.turn = turn;
+  }
+  delta(text) { this.md.append(text); schedule(this); }
+  setText(text) { this.md.set(text); schedule(this); }
+  done(item) {
+    const text = (item.content || []).map((c) => c.text || c.refusal || "").join("");
+    if (text && text !== this.md.text) this.md.set(text);
+    this.final = true;
+    schedule(this);
+  }
+  flush() {
+    if (this.md.renderSome(BLOCKS_PER_FRAME) === BLOCKS_PER_FRAME && this.md.pendingBlocks()) {
+      schedule(this); // a long saved answer: the rest in the next frames
+      return;
+    }
+    this.md.render(this.final);
+    if (this.final) this.node.setAttribute("aria-busy", "false");
+    this.turn.scrolled();
+  }
+}
+
+class ReasoningItem {
+  constructor(turn) {
+    this.node = el("details", "reasoning");
+    this.summary = el("summary", null, "Thinking…");
+    this.body = el("div", "reasoning-text");
+    this.node.append(this.summary, this.body);
+    this.text = "";
+    this.started = performance.now();
+    this.label = null;
+    this.turn = turn;
+  }
+  delta(text) { this.text += text; schedule(this); }
+  done(item) {
+    const text = (item.content || []).map((c) => c.text || "").join("") ||
+      (item.summary || []).map((c) => c.text || "").join("");
+    if (text) this.text = text;
+    const secs = typeof item.duration === "number" ? item.duration : (performance.now() - this.started) / 1000;
+    this.label = `Thought for ${secs < 1 ? "<1" : Math.round(secs)} s`;
+    schedule(this);
+  }
+  flush() {
+    if (this.body.textContent.length !== this.text.length) this.body.textContent = this.text;
+    if (this.label) this.summary.textContent = this.label;
+  }
+}
+
+class ToolCard {
+  constructor(turn, item) {
+    this.turn = turn;
+    this.callId = item.call_id;
+    this.name = item.name || "tool";
+    this.node = el("details", "tool running");
+    this.summary = el("summary");
+    this.spinner = el("span", "spinner");
+    this.spinner.setAttribute("aria-hidden", "true");
+    this.title = el("span", "tool-name", this.name);
+    this.state = el("span", "tool-state", "running");
+    this.summary.append(this.spinner, this.title, this.state);
+    this.args = el("pre", "tool-args");
+    this.progress = el("div", "tool-progress");
+    this.progress.hidden = true;
+    this.panel = el("div", "tool-panel");
+    this.result = el("div", "tool-result");
+    this.node.append(this.summary, this.args, this.progress, this.panel, this.result);
+    this.argText = item.arguments || "";
+    this.argsFinal = false;
+    this.dirty = new Set(["args"]);
+  }
+  delta(text) { this.argText += text; this.mark("args"); }
+  argsDone(text) { if (typeof text === "string") this.argText = text; this.argsFinal = true; this.mark("args"); }
+  done(item) { this.argsDone(item.arguments); }
+  mark(part) { this.dirty.add(part); schedule(this); }
+  setProgress(data) {
+    const total = typeof data.total === "number" ? ` / ${data.total}` : "";
+    const msg = data.message ? ` ${data.message}` : "";
+    this.progressText = `${data.progress ?? ""}${total}${msg}`.trim();
+    this.mark("progress");
+  }
+  setOutput(item) {
+    this.output = item;
+    this.mark("result");
+  }
+  flush() {
+    if (this.dirty.has("args")) this.args.textContent = this.argsFinal ? prettyArgs(this.argText) : this.argText;
+    if (this.dirty.has("progress")) {
+      this.progress.hidden = false;
+      this.progress.textContent = this.progressText;
+    }
+    if (this.dirty.has("result") && this.output) this.renderResult(this.output);
+    this.dirty.clear();
+  }
+  renderResult(item) {
+    const failed = item.status === "failed" || item.status === "incomplete";
+    this.node.classList.remove("running");
+    this.node.classList.toggle("failed", failed);
+    this.state.textContent = failed ? "error" : "done";
+    this.panel.replaceChildren();
+    const text = outputText(item.output);
+    const pre = el("pre", failed ? "tool-output error" : "tool-output");
+    if (text.length > RESULT_PREVIEW) {
+      pre.textContent = text.slice(0, RESULT_PREVIEW) + "…";
+      const more = el("button", "link", `Show all (${text.length.toLocaleString()} characters)`);
+      more.type = "button";
+      more.addEventListener("click", () => { pre.textContent = text; more.remove(); });
+      this.result.replaceChildren(pre, more);
+    } else {
+      pre.textContent = text || "(no output)";
+      this.result.replaceChildren(pre);
+    }
+    if (failed) this.node.open = true;
+    for (const file of item.files || []) {
+      const src = imageUrl(file && file.url);
+      if (src && (file.type === "image" || /^data:image\//.test(src))) {
+        const img = el("img", "tool-image");
+        img.alt = "image from " + this.name;
+        img.src = src;
+        this.result.append(img);
+      }
+    }
+    for (const embed of item.embeds || []) this.turn.addEmbed(embed, this.name);
+  }
+  // An approval request: Approve / Reject (with a reason) until answered.
+  askApproval(data, answer) {
+    this.node.open = true;
+    this.state.textContent = "waiting for approval";
+    const box = el("div", "approval");
+    box.setAttribute("role", "group");
+    box.setAttribute("aria-label", `Approve the call to ${this.name}`);
+    const text = el("p", null, `Run ${this.name}?`);
+    const reason = el("input");
+    reason.type = "text";
+    reason.placeholder = "Reason (optional)";
+    reason.setAttribute("aria-label", "Reason");
+    const yes = el("button", "primary approve", "Approve");
+    const no = el("button", "danger reject", "Reject");
+    yes.type = no.type = "button";
+    const send = async (ok) => {
+      yes.disabled = no.disabled = true;
+      try {
+        await answer(ok, reason.value.trim() || null);
+        box.replaceChildren(el("p", "muted", ok ? "Approved." : "Rejected."));
+        this.state.textContent = ok ? "running" : "rejected";
+      } catch (err) {
+        yes.disabled = no.disabled = false;
+        box.append(el("p", "error", err.message));
+      }
+    };
+    yes.addEventListener("click", () => send(true));
+    no.addEventListener("click", () => send(false));
+    box.append(text, reason, yes, no);
+    this.panel.replaceChildren(box);
+    yes.focus({ preventScroll: true });
+  }
+  showPanel(node) { this.node.open = true; this.panel.replaceChildren(node); }
+  stop(status) {
+    if (this.output || !this.node.classList.contains("running")) return;
+    this.node.classList.remove("running");
+    this.state.textContent = status === "cancelled" ? "stopped" : "not finished";
+    this.panel.replaceChildren();
+  }
+}
+
+// ------------------------------------------------------------------ the turn
+
+export class TurnView {
+  constructor(ctx) {
+    this.ctx = ctx;
+    this.node = el("article", "msg assistant");
+    this.node.setAttribute("aria-label", "Answer");
+    this.items = el("div", "items");
+    this.embeds = el("div", "embeds");
+    this.sources = el("ol", "sources");
+    this.sources.hidden = true;
+    this.errors = el("div", "errors");
+    this.meta = el("div", "meta");
+    this.followUps = el("div", "follow-ups");
+    this.node.append(this.items, this.embeds, this.sources, this.errors, this.meta, this.followUps);
+    this.byIndex = new Map();
+    this.byItemId = new Map();
+    this.cards = new Map();
+    this.pendingOutputs = new Map();
+    this.usage = null;
+    this.started = performance.now();
+    this.finished = false;
+    this.sourceCount = 0;
+    this.actions = [];
+  }
+
+  scrolled() { this.ctx.scrolled(); }
+
+  add(index, view, id) {
+    this.byIndex.set(index, view);
+    if (id) this.byItemId.set(id, view);
+    this.items.append(view.node);
+  }
+
+  view(data) {
+    return this.byItemId.get(data.item_id) || this.byIndex.get(data.output_index);
+  }
+
+  apply(event) {
+    const data = event.data || {};
+    switch (event.type) {
+      case "response.output_item.added": return this.itemAdded(data.output_index, data.item || {});
+      case "response.output_text.delta":
+      case "response.reasoning_text.delta":
+      case "response.function_call_arguments.delta": {
+        const view = this.view(data);
+        if (view) view.delta(data.delta || "");
+        return;
+      }
+      case "response.function_call_arguments.done": {
+        const view = this.view(data);
+        if (view && view.argsDone) view.argsDone(data.arguments);
+        return;
+      }
+      case "response.output_item.done": return this.itemDone(data.output_index, data.item || {});
+      case "chat:completion": return data.done ? this.finish(data) : this.setUsage(data.usage);
+      case "chat:message:error": return this.error(data.error && data.error.content);
+      case "source": return this.addSource(data);
+      case "tool:progress": {
+        const card = this.cards.get(data.call_id);
+        if (card) card.setProgress(data);
+        return;
+      }
+      case "tool:approval": return this.later(() => this.approval(data));
+      case "execute:tool": return this.later(() => this.clientTool(data));
+      case "chat:message:follow_ups": return this.setFollowUps(data.follow_ups);
+      default: return;
+    }
+  }
+
+  // Approval prompts and client tools wait for the end of the current batch of events:
+  // replayed after a reload, their answer (the call's output) may already be in it.
+  later(action) {
+    this.actions.push(action);
+    schedule(this);
+  }
+
+  itemAdded(index, item) {
+    if (this.byIndex.has(index)) return;
+    if (item.type === "message") this.add(index, new MessageItem(this), item.id);
+    else if (item.type === "reasoning") this.add(index, new ReasoningItem(this), item.id);
+    else if (item.type === "function_call") {
+      const card = new ToolCard(this, item);
+      this.cards.set(item.call_id, card);
+      this.add(index, card, item.id);
+      const early = this.pendingOutputs.get(item.call_id);
+      if (early) card.setOutput(early);
+    } else if (item.type === "function_call_output") this.itemDone(index, item);
+  }
+
+  itemDone(index, item) {
+    if (item.type === "function_call_output") {
+      this.byIndex.set(index, null);
+      const card = this.cards.get(item.call_id);
+      if (card) card.setOutput(item);
+      else this.pendingOutputs.set(item.call_id, item);
+      return;
+    }
+    if (!this.byIndex.get(index)) this.itemAdded(index, item);
+    const view = this.byIndex.get(index);
+    if (view) view.done(item);
+  }
+
+  // A saved turn (from the chat's snapshot): its items, then its end.
+  load(message) {
+    (message.output || []).forEach((item, index) => this.itemDone(index, item));
+    if (!(message.output || []).some((i) => i.type === "message") && message.content) {
+      this.itemDone(-1, { type: "message", content: [{ type: "output_text", text: String(message.content) }] });
+    }
+    if (message.status === "in_progress") return;
+    this.finish({
+      status: message.status, usage: message.usage, output: message.output,
+      error: message.error ? { content: typeof message.error === "string" ? message.error : (message.error.content || JSON.stringify(message.error)) } : null,
+      timings: message.timings,
+    }, true);
+    if (message.follow_ups && message.follow_ups.length) this.setFollowUps(message.follow_ups);
+  }
+
+  approval(data) {
+    if (this.finished || this.answered(data.id)) return;
+    let card = this.cards.get(data.id);
+    if (!card) {
+      card = new ToolCard(this, { call_id: data.id, name: data.name, arguments: JSON.stringify(data.arguments || {}) });
+      this.cards.set(data.id, card);
+      this.items.append(card.node);
+    }
+    if (card.output) return;
+    card.askApproval(data, (ok, reason) => this.ctx.answerApproval(data.id, ok, reason));
+  }
+
+  clientTool(data) {
+    if (this.finished || this.answered(data.id)) return;
+    const card = this.cards.get(data.id);
+    if (card && card.output) return;
+    this.ctx.runClientTool(data, card);
+  }
+
+  answered(callId) {
+    const card = this.cards.get(callId);
+    return Boolean(card && card.output);
+  }
+
+  addEmbed(embed, name) {
+    const frame = document.createElement("iframe");
+    frame.setAttribute("sandbox", "allow-scripts allow-popups");
+    frame.setAttribute("referrerpolicy", "no-referrer");
+    frame.setAttribute("loading", "lazy");
+    frame.title = `Output of ${name}`;
+    frame.className = "embed";
+    if (typeof embed === "string") frame.srcdoc = embed;
+    else {
+      const url = safeUrl(embed && embed.url);
+      if (!url) return;
+      frame.src = url;
+    }
+    this.embeds.append(frame);
+  }
+
+  addSource(data) {
+    const source = data.source || {};
+    const docs = Array.isArray(data.document) ? data.document : [];
+    const metas = Array.isArray(data.metadata) ? data.metadata : [];
+    const count = Math.max(1, Math.min(docs.length || 1, 50));
+    for (let i = 0; i < count; i++) {
+      const meta = metas[i] || {};
+      this.sourceCount += 1;
+      const li = el("li", "source");
+      const url = safeUrl(meta.link || meta.url || source.url || meta.source);
+      const title = String(meta.title || meta.name || source.name || meta.source || "source");
+      const label = el(url ? "a" : "span", "source-title", title);
+      if (url) {
+        label.href = url;
+        label.target = "_blank";
+        label.rel = "noopener noreferrer nofollow";
+      }
+      li.append(label);
+      const snippet = String(docs[i] || "").slice(0, 240);
+      if (snippet) li.append(el("span", "source-snippet", snippet));
+      this.sources.append(li);
+    }
+    this.sources.hidden = false;
+  }
+
+  setUsage(usage) {
+    if (usage) { this.usage = usage; schedule(this); }
+  }
+
+  error(content) {
+    const text = String(content || "The turn failed.");
+    const box = el("div", "error-box");
+    box.setAttribute("role", "alert");
+    box.append(el("strong", null, "Error: "), el("span", null, text));
+    const hint = errorHint(text);
+    if (hint) box.append(el("p", "hint", hint));
+    this.errors.append(box);
+  }
+
+  finish(data, saved = false) {
+    if (this.finished) return;
+    this.finished = true;
+    this.status = data.status || "completed";
+    if (data.usage) this.usage = data.usage;
+    if (data.timings && typeof data.timings.total_s === "number") this.seconds = data.timings.total_s;
+    else if (!saved) this.seconds = (performance.now() - this.started) / 1000;
+    if (saved && data.error && data.error.content) this.error(data.error.content);
+    if (!saved && data.error && data.error.content && !this.errors.childElementCount) this.error(data.error.content);
+    const hasMessage = [...this.byIndex.values()].some((v) => v instanceof MessageItem);
+    if (!hasMessage && data.content && !saved) this.itemDone(-1, { type: "message", content: [{ type: "output_text", text: String(data.content) }] });
+    for (const view of this.byIndex.values()) {
+      if (view instanceof MessageItem && !view.final) { view.final = true; schedule(view); }
+      if (view instanceof ToolCard) view.stop(this.status);
+    }
+    for (const card of this.cards.values()) card.stop(this.status);
+    this.node.classList.add(`status-${this.status}`);
+    schedule(this);
+  }
+
+  setFollowUps(list) {
+    this.followUpList = Array.isArray(list) ? list.slice(0, 6) : [];
+    schedule(this);
+  }
+
+  flush() {
+    const actions = this.actions;
+    this.actions = [];
+    for (const action of actions) action();
+    this.meta.replaceChildren();
+    if (this.finished) {
+      if (this.status === "cancelled") this.meta.append(el("span", "badge stopped", "Stopped"));
+      else if (this.status !== "completed") this.meta.append(el("span", "badge failed", this.status));
+    }
+    const parts = [];
+    const u = this.usage;
+    if (u) {
+      const inTok = u.input_tokens ?? u.prompt_tokens;
+      const outTok = u.output_tokens ?? u.completion_tokens;
+      if (inTok != null) parts.push(`${inTok} in`);
+      if (outTok != null) parts.push(`${outTok} out`);
+    }
+    const calls = this.cards.size;
+    if (calls) parts.push(`${calls} tool call${calls === 1 ? "" : "s"}`);
+    if (this.seconds != null) parts.push(`${this.seconds.toFixed(1)} s`);
+    if (parts.length) this.meta.append(el("span", "usage", parts.join(" · ")));
+    if (this.followUpList) {
+      this.followUps.replaceChildren();
+      for (const text of this.followUpList) {
+        const button = el("button", "follow-up", String(text));
+        button.type = "button";
+        button.addEventListener("click", () => this.ctx.followUp(String(text)));
+        this.followUps.append(button);
+      }
+    }
+  }
+}
+
+function errorHint(text) {
+  const t = text.toLowerCase();
+  if (/connect|unreachable|refused|timed out|timeout|502|503|upstream/.test(t)) {
+    return "The model server did not answer: check that it runs (and the route's base_url), then send again.";
+  }
+  if (/iteration|cap|limit/.test(t)) {
+    return "The turn reached the tool-call limit: ask for a smaller step, or raise limits.max_iterations.";
+  }
+  if (/401|403|api key|unauthori/.test(t)) return "The model server refused the key: check the route's api_key_env.";
+  return "Send the message again, or look at the server's log.";
+}
+
+export function userMessage(content) {
+  const node = el("article", "msg user");
+  node.setAttribute("aria-label", "Your message");
+  const body = el("div", "user-text");
+  if (typeof content === "string") body.textContent = content;
+  else if (Array.isArray(content)) {
+    for (const part of content) {
+      if (part.type === "text") body.append(el("p", null, part.text || ""));
+      else if (part.type === "image_url") {
+        const src = imageUrl(part.image_url && part.image_url.url);
+        if (src) { const img = el("img", "user-image"); img.alt = "attached image"; img.src = src; body.append(img); }
+      }
+    }
+  }
+  node.append(body);
+  return node;
+}

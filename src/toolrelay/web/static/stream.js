@@ -1,0 +1,99 @@
+// A chat's event stream (GET /api/chats/{id}/events, SSE) read with fetch, so that
+// errors have a status and reconnects carry Last-Event-ID themselves.
+//
+// The stream ends on its own once a turn (and its background tasks) ended; while a
+// turn runs, a dropped connection is resumed from the last event id seen, so no event
+// is lost or repeated. WHATWG SSE framing: fields `id`, `event`, `data`, `retry`.
+
+export class ChatStream {
+  constructor(chatId, { onEvent, onStatus, lastId = null }) {
+    this.chatId = chatId;
+    this.onEvent = onEvent;
+    this.onStatus = onStatus || (() => {});
+    this.lastId = lastId;
+    this.closed = false;
+    this.controller = null;
+    this.running = false;
+    this.attempt = 0;
+  }
+
+  // Read until the server ends the stream; reconnect while `wantMore()` says a turn runs.
+  async run(wantMore) {
+    while (!this.closed) {
+      let ended = false;
+      try {
+        await this.readOnce();
+        ended = true;
+        this.attempt = 0;
+      } catch (err) {
+        if (this.closed) return;
+        if (err && err.status === 401) { this.onStatus("unauthorized", err); return; }
+        if (err && err.status && err.status !== 503) { this.onStatus("failed", err); return; }
+        this.onStatus("reconnecting", err);
+      }
+      if (this.closed) return;
+      if (ended && !wantMore()) { this.onStatus("idle"); return; }
+      this.attempt += 1;
+      await sleep(Math.min(250 * 2 ** Math.min(this.attempt, 5), 5000));
+    }
+  }
+
+  async readOnce() {
+    this.controller = new AbortController();
+    const headers = { Accept: "text/event-stream" };
+    if (this.lastId !== null) headers["Last-Event-ID"] = this.lastId;
+    const response = await fetch(`/api/chats/${encodeURIComponent(this.chatId)}/events`, {
+      headers, credentials: "same-origin", signal: this.controller.signal, cache: "no-store",
+    });
+    if (!response.ok) {
+      const err = new Error(`events: HTTP ${response.status}`);
+      err.status = response.status;
+      throw err;
+    }
+    this.onStatus("open");
+    const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+    let buffer = "";
+    let frame = { id: null, event: null, data: [] };
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return;
+      buffer += value;
+      let start = 0;
+      for (;;) {
+        const nl = buffer.indexOf("\n", start);
+        if (nl < 0) break;
+        let line = buffer.slice(start, nl);
+        start = nl + 1;
+        if (line.endsWith("\r")) line = line.slice(0, -1);
+        if (line === "") {
+          if (frame.data.length) this.dispatch(frame);
+          frame = { id: null, event: null, data: [] };
+          continue;
+        }
+        if (line.startsWith(":")) continue;
+        const colon = line.indexOf(":");
+        const field = colon < 0 ? line : line.slice(0, colon);
+        let val = colon < 0 ? "" : line.slice(colon + 1);
+        if (val.startsWith(" ")) val = val.slice(1);
+        if (field === "data") frame.data.push(val);
+        else if (field === "id") frame.id = val;
+        else if (field === "event") frame.event = val;
+      }
+      buffer = buffer.slice(start);
+    }
+  }
+
+  dispatch(frame) {
+    let event;
+    try { event = JSON.parse(frame.data.join("\n")); } catch (_) { return; }
+    if (frame.id !== null) this.lastId = frame.id;
+    this.onEvent(event, frame.id);
+  }
+
+  close() {
+    this.closed = true;
+    if (this.controller) this.controller.abort();
+  }
+}
+
+function sleep(ms) { return new Promise((resolve) => setTimeout(resolve, ms)); }
