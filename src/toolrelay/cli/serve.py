@@ -4,20 +4,26 @@ Owns the start-up order that keeps every configuration problem to one line
 and exit code 2: the server extra is installed, the settings load, the
 drivers they name are installed, the data dir can be created, and the
 registry (model clients, tools, filters, API keys from the environment) is
-built. Only then is uvicorn started with that registry. This is the one
+built. With no model configured, the embedded model (`config.local`) is
+started next and added as route `local` (it stops after uvicorn does). Only
+then is uvicorn started with that registry. This is the one
 CLI module that imports `toolrelay.server`, lazily, to start it.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from toolrelay.cli.admin import ConfigPath, fail
 from toolrelay.cli.extras import SERVER, require, require_for_urls
 from toolrelay.errors import ConfigError
+
+if TYPE_CHECKING:
+    from toolrelay.config import Settings
+    from toolrelay.config.local import LocalModel
 
 __all__ = ["serve"]
 
@@ -26,28 +32,74 @@ def serve(
     host: Annotated[str | None, typer.Option("--host", help="Default: the settings'.")] = None,
     port: Annotated[int | None, typer.Option("--port", help="Default: the settings'.")] = None,
     config: ConfigPath = None,
+    no_local: Annotated[
+        bool,
+        typer.Option(
+            "--no-local", help="Do not serve the embedded model when no model is configured."
+        ),
+    ] = False,
 ) -> None:
     """Run the HTTP server (OpenAI-compatible API, chat API, web page)."""
     from toolrelay.config import build_registry, load_settings
+    from toolrelay.config.local import wants_local
 
+    local: LocalModel | None = None
     try:
         require("toolrelay serve", "server", SERVER)
         settings = load_settings(config)
         require_for_urls(settings.database_url, settings.events_url)
         _make_dir(settings.data_dir)
-        registry = build_registry(settings)
+        registry = build_registry(settings)  # every configuration problem before the model loads
+        if wants_local(settings, enabled=not no_local):
+            settings, local = _start_local(settings)
+            registry.add_route(local.route())
     except ConfigError as exc:
+        if local is not None:
+            local.close()
         raise fail(str(exc)) from None
 
     import uvicorn
 
     from toolrelay.server.app import create_app
 
-    uvicorn.run(
-        create_app(settings, registry=registry),
-        host=host or settings.host,
-        port=port if port is not None else settings.port,
+    try:
+        uvicorn.run(
+            create_app(settings, registry=registry),
+            host=host or settings.host,
+            port=port if port is not None else settings.port,
+        )
+    finally:
+        if local is not None:
+            local.close()
+
+
+def _start_local(settings: Settings) -> tuple[Settings, LocalModel]:
+    """The embedded model, with a progress bar while its weights are put together."""
+    from rich.console import Console
+    from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
+
+    from toolrelay.config.local import start_local
+
+    console = Console(stderr=True)
+    bar = Progress(
+        "{task.description}", BarColumn(), DownloadColumn(), TimeRemainingColumn(), console=console
     )
+    task = bar.add_task("assembling the embedded model", total=None)
+
+    def on_assemble(path: Path) -> None:
+        console.print(f"toolrelay: first run: putting the embedded model together in {path}")
+        bar.start()
+
+    def progress(done: int, total: int) -> None:
+        bar.update(task, completed=done, total=total)
+
+    try:
+        settings, local = start_local(settings, progress=progress, on_assemble=on_assemble)
+    finally:
+        if bar.live.is_started:
+            bar.stop()
+    console.print(f"toolrelay: {local.describe()}", highlight=False, markup=False, soft_wrap=True)
+    return settings, local
 
 
 def _make_dir(path: Path) -> None:

@@ -81,6 +81,14 @@ class Registry:
             chosen += [ToolSubset(s, rest) for s in self.sources.values()]
         return chosen
 
+    def add_route(self, route: ModelRoute, *, env: Mapping[str, str] | None = None) -> None:
+        """A route known only after the registry was built (the embedded model's port)."""
+        if route.name in self.routes:
+            raise ConfigError(f"model route {route.name!r} is already configured")
+        client = _client(route, os.environ if env is None else env)
+        self.routes[route.name] = route
+        self.clients[route.name] = _filtered({route.name: client}, self.filters)[route.name]
+
     @property
     def task_client(self) -> ModelClient | None:
         """The client for titles, tags and follow-ups; None turns those tasks off."""
@@ -113,19 +121,24 @@ def build_registry(settings: Settings, *, env: Mapping[str, str] | None = None) 
             raise ConfigError(f"models[{index}].tools: unknown tool {unknown[0]!r}")
     clients = {route.name: _client(route, environ) for route in settings.models}
     filters = _by_priority([_load_filter(ref) for ref in settings.filters])
-    if any(callable(getattr(f, "stream", None)) for f in filters):
-        from toolrelay.adapters.tools.owui import StreamFiltered
-
-        clients = {name: StreamFiltered(c, filters) for name, c in clients.items()}
     return Registry(
         routes=routes,
         tools=tools,
         filters=filters,
         limits=settings.limits.to_run_limits(),
         task_model=settings.task_model,
-        clients=clients,
+        clients=_filtered(clients, filters),
         sources=sources,
     )
+
+
+def _filtered(clients: dict[str, ModelClient], filters: list[Any]) -> dict[str, ModelClient]:
+    """Clients wrapped so Open WebUI `stream` filters see every delta, when any has one."""
+    if not any(callable(getattr(f, "stream", None)) for f in filters):
+        return clients
+    from toolrelay.adapters.tools.owui import StreamFiltered
+
+    return {name: StreamFiltered(c, filters) for name, c in clients.items()}
 
 
 def _load_sources(settings: Settings) -> dict[str, ToolSource]:

