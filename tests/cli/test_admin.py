@@ -121,7 +121,7 @@ def test_serve_runs_uvicorn_with_the_settings_and_flags(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     config = tmp_path / "toolrelay.toml"
-    config.write_text('host = "0.0.0.0"\nport = 9123\n')
+    config.write_text('host = "0.0.0.0"\nport = 9123\nlocal = false\n')  # no embedded model
     calls: list[tuple[Any, dict[str, Any]]] = []
     fake_app = types.ModuleType("toolrelay.server.app")
 
