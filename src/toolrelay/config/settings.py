@@ -68,6 +68,10 @@ _REPLAYS: dict[str, frozenset[str]] = {
 }
 
 
+LOCAL_ROUTE = "local"
+"""The embedded model's route name (issue 14): its defaults differ where it writes calls as text."""
+
+
 class ModelRoute(BaseModel):
     """A name clients send as `model`, and the upstream server and model it maps to."""
 
@@ -94,6 +98,11 @@ class ModelRoute(BaseModel):
     reasoning_replay: Literal["none", "reasoning_content", "think_tags", "thinking"] = "none"
     """How reasoning goes back to the model; unset: `thinking` for Ollama, else `none`."""
     stateful: bool = False
+    text_tool_calls: bool = False
+    """A call to an offered tool that the model writes as text in its answer (JSON, a
+    ```json fence, `<tool_call>` tags, `functions.X:{…}`) is run as a real call
+    (`core.text_tool_calls`). Unset: on for the route named `local` (the embedded
+    small model writes its calls that way), off for every other route."""
 
     @model_validator(mode="before")
     @classmethod
@@ -103,6 +112,8 @@ class ModelRoute(BaseModel):
         if isinstance(data, dict) and "reasoning_replay" not in data:
             replay = "thinking" if data.get("kind") == "ollama" else "none"
             data = {**data, "reasoning_replay": replay}
+        if isinstance(data, dict) and "text_tool_calls" not in data:
+            data = {**data, "text_tool_calls": data.get("name") == LOCAL_ROUTE}
         return data
 
     @field_validator("base_url")

@@ -18,7 +18,7 @@ passed through as the answer (SPEC R2, R23); cut JSON or binary is an error.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,6 +39,7 @@ from toolrelay.core.formats.ollama.parse import OllamaDecoder
 from toolrelay.core.formats.responses.parse import response_object_to_output
 from toolrelay.core.framing import NDJSONDecoder, RawFrame, SSEDecoder
 from toolrelay.core.items import Item
+from toolrelay.core.text_call_accumulator import TextCallAccumulator
 from toolrelay.core.think_tags import TagConfig
 from toolrelay.core.usage import normalise_usage
 
@@ -77,7 +78,10 @@ class BodyReader:
         offset: int = 0,
         quiet: bool = False,
         call_ids: Iterable[str] = (),
+        text_tools: Collection[str] = (),
     ) -> None:
+        """`text_tools`: names of the offered tools whose calls written as text in the
+        content become real calls (`core.text_call_accumulator`); empty: none do."""
         self.format = format
         self._options: dict[str, Any] = {
             "clock": clock,
@@ -85,7 +89,11 @@ class BodyReader:
             "quiet": quiet,
             "call_ids": call_ids,
         }
-        self.acc: Accumulator = DeltaAccumulator(tags=tags, **self._options)
+        self.acc: Accumulator = (
+            TextCallAccumulator(tools=text_tools, tags=tags, **self._options)
+            if text_tools
+            else DeltaAccumulator(tags=tags, **self._options)
+        )
         """Deltas until the first Responses event arrives (module doc: input modes)."""
         self._events: EventAccumulator | None = None
         self._sse = SSEDecoder() if format == "sse" else None
@@ -295,9 +303,16 @@ def read_body(
     tags: TagConfig | None = TagConfig(),
     clock: Clock | None = None,
     call_ids: Iterable[str] = (),
+    text_tools: Collection[str] = (),
 ) -> tuple[ReadResult, list[Event]]:
     """Read a complete recorded body; returns the result and every event in order."""
-    reader = BodyReader(format or detect_format(body), tags=tags, clock=clock, call_ids=call_ids)
+    reader = BodyReader(
+        format or detect_format(body),
+        tags=tags,
+        clock=clock,
+        call_ids=call_ids,
+        text_tools=text_tools,
+    )
     events = reader.feed(body)
     events.extend(reader.finish())
     return reader.result(), events

@@ -79,6 +79,8 @@ class TurnSetup:
     rag: RagSnapshot | None = None
     deferred: frozenset[str] = frozenset()
     """Tool names whose calls end the turn unexecuted (client runs them)."""
+    text_tool_calls: bool = False
+    """Calls to offered tools that the model writes as text become real calls (issue 14)."""
     clock: Callable[[], float] = time.monotonic
 
 
@@ -221,6 +223,7 @@ class Turn:
             offset=len(self.output),
             quiet=self.emitter.quiet,
             call_ids=used_call_ids(request.messages, self.output),
+            text_tools=setup.tools.keys() if setup.text_tool_calls and request.tools else (),
         )
         dropped = False
         emit_many, feed, acc = self.emitter.emit_many, reader.feed, reader.acc

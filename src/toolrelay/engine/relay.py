@@ -55,6 +55,7 @@ class Relay:
         name: str | None = None,
         capabilities: Mapping[str, Any] | None = None,
         builtin_tools: Mapping[str, Any] | None = None,
+        text_tool_calls: bool = False,
     ) -> None:
         """`tools` are `Tool`s (`@tool` makes one of a function) and `ToolSource`s
         (`MCPServer`, `OpenAPIServer`, `ToolFile`); names must differ.
@@ -62,6 +63,8 @@ class Relay:
         `name` is what the saved turn records as its model (a server route name).
         `capabilities` and `builtin_tools` are the model's settings that two of
         the code-interpreter gates read (SPEC R5); `code_runner` is the global one.
+        `text_tool_calls`: a model that writes its tool calls as JSON text in its
+        answer (small local models) gets them run as real calls (`core.text_tool_calls`).
         """
         self.model = model
         fixed: list[Tool] = []
@@ -86,6 +89,7 @@ class Relay:
         self.name = name
         self.capabilities = capabilities
         self.builtin_tools = builtin_tools
+        self.text_tool_calls = text_tool_calls
         self.pending = PendingCalls()
 
     def coerce(self, item: object) -> object:
@@ -156,6 +160,7 @@ class Relay:
             code_runner=code_runner,
             rag=take_snapshot(history, sources) if sources else None,
             deferred=frozenset(deferred),
+            text_tool_calls=self.text_tool_calls,
         )
         return await Turn(setup).run()
 

@@ -106,6 +106,7 @@ class TurnManager:
             filters=reg.filters,
             task_model=reg.task_client if store is not None else None,
             name=route,
+            text_tool_calls=reg.routes[route].text_tool_calls,
         )
 
     async def running(self, chat_id: str) -> bool:

@@ -1,0 +1,81 @@
+"""Tool calls written as text through `/v1/chat/completions` (issue 14).
+
+The route named `local` recognises them by default; any other route leaves
+them as text unless its config says `text_tool_calls = true`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import openai
+import pytest
+
+from tests.sdk_clients import openai_client
+from tests.server.conftest import ADMIN_KEY, Running, ServerThread, make_settings
+from toolrelay.config.settings import ModelRoute
+from toolrelay.testing.fake_server import FakeModelServer, SSEReply
+from toolrelay.testing.wire import chat_chunks
+
+CHAT = "/v1/chat/completions"
+CALL = '```json\n{"name": "add", "arguments": {"a": 2, "b": 3}}\n```'
+
+
+@pytest.fixture
+def running(tmp_path: Path, upstream: FakeModelServer) -> Iterator[Running]:
+    routes = [
+        ModelRoute(name="local", base_url=upstream.base_url, model="qwen"),
+        ModelRoute(name="plain", base_url=upstream.base_url, model="qwen"),
+    ]
+    settings = make_settings(tmp_path, upstream, models=routes)
+    with ServerThread(settings) as base_url:
+        yield Running(base_url, upstream, settings)
+
+
+def sdk(running: Running) -> openai.OpenAI:
+    return openai_client(
+        base_url=running.base_url + "/v1", api_key=ADMIN_KEY, max_retries=0, timeout=10
+    )
+
+
+def written_call() -> SSEReply:
+    return SSEReply(chat_chunks(text=[CALL[i : i + 5] for i in range(0, len(CALL), 5)]))
+
+
+def answer() -> SSEReply:
+    return SSEReply(chat_chunks(text=["The sum ", "is 5."]))
+
+
+def test_local_route_runs_a_call_written_as_text(running: Running) -> None:
+    running.upstream.route(CHAT, written_call(), answer())
+    done = sdk(running).chat.completions.create(
+        model="local", messages=[{"role": "user", "content": "2+3?"}]
+    )
+    assert done.choices[0].message.content == "The sum is 5."
+    assert done.choices[0].finish_reason == "stop"
+    second = running.upstream.requests[1].json["messages"]
+    assert second[-2]["tool_calls"][0]["function"] == {
+        "name": "add",
+        "arguments": '{"a":2,"b":3}',
+    }
+    assert second[-1]["role"] == "tool" and second[-1]["content"] == "5"
+
+
+def test_local_route_streams_only_the_answer(running: Running) -> None:
+    running.upstream.route(CHAT, written_call(), answer())
+    stream = sdk(running).chat.completions.create(
+        model="local", messages=[{"role": "user", "content": "2+3?"}], stream=True
+    )
+    text = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+    assert text == "The sum is 5."
+    assert len(running.upstream.requests) == 2
+
+
+def test_other_routes_leave_the_text_alone(running: Running) -> None:
+    running.upstream.route(CHAT, written_call())
+    done = sdk(running).chat.completions.create(
+        model="plain", messages=[{"role": "user", "content": "2+3?"}]
+    )
+    assert done.choices[0].message.content == CALL
+    assert len(running.upstream.requests) == 1
