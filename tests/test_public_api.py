@@ -9,6 +9,7 @@ import pytest
 
 import toolrelay
 from toolrelay import ModelRequest, ModelStream, Relay, RunResult
+from toolrelay.core.formats.content import BodyFormat
 
 pytestmark = pytest.mark.anyio
 
@@ -34,7 +35,7 @@ def test_one_name_for_the_run_result_and_no_dead_errors() -> None:
 class OneChunk:
     """A `ModelStream`: one Chat Completions SSE body."""
 
-    format = "sse"
+    format: BodyFormat = "sse"
 
     def __init__(self, text: str) -> None:
         self.body = (

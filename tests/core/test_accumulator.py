@@ -18,6 +18,7 @@ from toolrelay.core.deltas import (
     ToolCallDelta,
     UsageDelta,
 )
+from toolrelay.core.items import raw_items
 from toolrelay.core.think_tags import TagConfig
 
 
@@ -40,7 +41,7 @@ def test_text_then_finish_gives_one_completed_message() -> None:
         ev.OUTPUT_TEXT_DELTA,
         ev.OUTPUT_ITEM_DONE,
     ]
-    (item,) = acc.output
+    (item,) = raw_items(acc.output)
     assert item["type"] == "message" and item["status"] == "completed"
     assert item["content"] == [{"type": "output_text", "text": "Hello"}]
     assert re.fullmatch(r"msg_[0-9a-f]{24}", item["id"])
@@ -64,7 +65,7 @@ def test_reasoning_then_text_closes_reasoning_with_duration() -> None:
     acc = Accumulator(clock=ticking())
     acc.feed_many([ReasoningDelta("think "), ReasoningDelta("hard"), TextDelta("Answer")])
     acc.finish()
-    reasoning, message = acc.output
+    reasoning, message = raw_items(acc.output)
     assert reasoning["type"] == "reasoning" and reasoning["status"] == "completed"
     assert reasoning["content"][0]["text"] == "think hard"
     assert reasoning["duration"] == 1.0
@@ -75,7 +76,7 @@ def test_inline_think_tags_split_into_reasoning_and_message() -> None:
     acc = Accumulator(clock=ticking())
     events = acc.feed_many([TextDelta("<thi"), TextDelta("nk>plan</think>"), TextDelta("Done")])
     events += acc.finish()
-    reasoning, message = acc.output
+    reasoning, message = raw_items(acc.output)
     assert reasoning["type"] == "reasoning" and reasoning["content"][0]["text"] == "plan"
     assert message["content"][0]["text"] == "Done"
     assert "<" not in "".join(e.data.get("delta", "") for e in events)
@@ -86,14 +87,14 @@ def test_tags_disabled_keeps_text_verbatim() -> None:
     acc = Accumulator(tags=None)
     acc.feed(TextDelta("<think>x</think>"))
     acc.finish()
-    assert acc.output[0]["content"][0]["text"] == "<think>x</think>"
+    assert raw_items(acc.output)[0]["content"][0]["text"] == "<think>x</think>"
 
 
 def test_native_reasoning_turns_off_tag_detection() -> None:
     acc = Accumulator()
     acc.feed_many([ReasoningDelta("r"), TextDelta("a <think> b")])
     acc.finish()
-    assert acc.output[1]["content"][0]["text"] == "a <think> b"
+    assert raw_items(acc.output)[1]["content"][0]["text"] == "a <think> b"
 
 
 def test_whitespace_only_text_does_not_open_a_message() -> None:
@@ -116,7 +117,7 @@ def test_function_call_is_announced_when_its_name_is_known() -> None:
     assert more[0].data["delta"] == 'ty": "Paris"}'
     done = acc.finish()
     assert types(done) == [ev.FUNCTION_CALL_ARGUMENTS_DONE, ev.OUTPUT_ITEM_DONE]
-    (call,) = acc.output
+    (call,) = raw_items(acc.output)
     assert call["arguments"] == '{"city": "Paris"}' and call["status"] == "completed"
     assert call["call_id"] == "call_1" and call["name"] == "weather"
 
@@ -133,7 +134,7 @@ def test_parallel_calls_keep_their_order_and_indexes() -> None:
         ]
     )
     acc.finish()
-    out = acc.output
+    out = raw_items(acc.output)
     assert [i["type"] for i in out] == ["message", "function_call", "function_call"]
     assert [(c["call_id"], c["arguments"]) for c in out[1:]] == [("a", '{"x":1}'), ("b", '{"y":2}')]
     added = [e.data["output_index"] for e in events if e.type == ev.OUTPUT_ITEM_ADDED]
@@ -156,7 +157,7 @@ def test_truncated_stream_marks_open_items_incomplete() -> None:
     acc = Accumulator()
     acc.feed_many([TextDelta("partial"), ToolCallDelta(0, "c", "f", '{"a": ')])
     acc.finish(truncated=True)
-    message, call = acc.output
+    message, call = raw_items(acc.output)
     assert message["status"] == "completed"  # closed when the call began
     assert call["status"] == "incomplete" and call["arguments"] == '{"a": '
 
@@ -166,7 +167,7 @@ def test_error_delta_is_reported_and_partial_output_kept() -> None:
     events = acc.feed_many([TextDelta("so far"), ErrorDelta("upstream overloaded")])
     events += acc.finish()
     assert ev.Event(ev.CHAT_MESSAGE_ERROR, {"error": {"content": "upstream overloaded"}}) in events
-    assert acc.output[0]["content"][0]["text"] == "so far"
+    assert raw_items(acc.output)[0]["content"][0]["text"] == "so far"
     assert acc.output[0]["status"] == "incomplete"
 
 
@@ -191,7 +192,7 @@ def test_citation_becomes_source_event_and_annotation() -> None:
             "metadata": [{"source": "https://a.test", "name": "A"}],
         },
     )
-    part = acc.output[0]["content"][0]
+    part = raw_items(acc.output)[0]["content"][0]
     assert part["annotations"] == [{"type": "url_citation", "url": "https://a.test", "title": "A"}]
 
 
@@ -204,7 +205,9 @@ def test_reasoning_details_merge_by_index() -> None:
         ]
     )
     acc.finish()
-    assert acc.output[0]["details"] == [{"type": "reasoning.text", "text": "ab", "index": 0}]
+    assert raw_items(acc.output)[0]["details"] == [
+        {"type": "reasoning.text", "text": "ab", "index": 0}
+    ]
 
 
 def test_code_interpreter_block_when_enabled() -> None:
@@ -216,7 +219,7 @@ def test_code_interpreter_block_when_enabled() -> None:
         ]
     )
     acc.finish()
-    message, code = acc.output
+    message, code = raw_items(acc.output)
     assert message["content"][0]["text"] == "Run:"
     assert code["type"] == "code_interpreter" and code["code"] == "print(1)"
     assert code["lang"] == "python"
@@ -247,7 +250,7 @@ def test_quiet_mode_gives_the_same_items_without_delta_events() -> None:
     def strip(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return [{k: v for k, v in i.items() if k != "id"} for i in items]
 
-    assert strip(quiet.output) == strip(loud.output)
+    assert strip(raw_items(quiet.output)) == strip(raw_items(loud.output))
     delta_types = {ev.OUTPUT_TEXT_DELTA, ev.REASONING_TEXT_DELTA, ev.FUNCTION_CALL_ARGUMENTS_DELTA}
     assert any(e.type in delta_types for e in loud_events)
     assert len([e for e in quiet_events if e.type in delta_types]) <= 3  # only items' first deltas

@@ -14,7 +14,7 @@ import orjson
 
 from toolrelay.core.body import read_body
 from toolrelay.core.formats.transcript import to_chat_messages, used_call_ids
-from toolrelay.core.items import Item, function_call_output_item
+from toolrelay.core.items import Item, function_call_output_item, is_call, raw_items
 
 MINTED = re.compile(r"^call_[0-9a-f]{24}$")
 
@@ -44,9 +44,9 @@ def answer(output: list[Item], city_results: dict[str, str]) -> list[Item]:
     """The tool results of a round, one per call, found by the call's arguments."""
     results: list[Item] = []
     for item in output:
-        if item["type"] == "function_call":
+        if is_call(item):
             city = orjson.loads(item["arguments"])["city"]
-            results.append(dict(function_call_output_item(item["call_id"], city_results[city])))
+            results.append(function_call_output_item(item["call_id"], city_results[city]))
     return results
 
 
@@ -74,8 +74,8 @@ def test_ids_reused_across_rounds_keep_each_result_with_its_call() -> None:
         sse(kimi_call(0, "functions.weather:0", "Rome"), chunk({}, "tool_calls")),
         call_ids=used_call_ids([], output),
     )
-    assert round1.output[0]["call_id"] == "functions.weather:0"  # a free id is kept
-    assert MINTED.match(round2.output[0]["call_id"])
+    assert raw_items(round1.output)[0]["call_id"] == "functions.weather:0"  # a free id is kept
+    assert MINTED.match(raw_items(round2.output)[0]["call_id"])
     output += round2.output + answer(round2.output, {"Rome": "sunny in Rome"})
     assert pairs(to_chat_messages(output)) == [
         ("Paris", "rain in Paris"),
@@ -90,7 +90,7 @@ def test_ids_reused_within_a_round_are_made_unique() -> None:
         chunk({}, "tool_calls"),
     )
     read, _ = read_body(body)
-    calls = [i for i in read.output if i["type"] == "function_call"]
+    calls = [i for i in read.output if is_call(i)]
     assert [orjson.loads(c["arguments"])["city"] for c in calls] == ["Paris", "Rome"]
     assert calls[0]["call_id"] == "functions.weather:0" and MINTED.match(calls[1]["call_id"])
     output = read.output + answer(read.output, {"Paris": "rain", "Rome": "sun"})
@@ -111,7 +111,7 @@ def test_ids_in_the_history_are_not_reused() -> None:
         sse(kimi_call(0, "functions.weather:0", "Rome"), chunk({}, "tool_calls")),
         call_ids=used_call_ids(history, []),
     )
-    assert MINTED.match(read.output[0]["call_id"])
+    assert MINTED.match(raw_items(read.output)[0]["call_id"])
 
 
 def test_responses_api_calls_with_reused_ids_are_made_unique() -> None:
@@ -134,7 +134,7 @@ def test_responses_api_calls_with_reused_ids_are_made_unique() -> None:
         }
     )
     read, _ = read_body(body, call_ids={"c0"})
-    ids = [i["call_id"] for i in read.output]
+    ids = [i["call_id"] for i in raw_items(read.output)]
     assert ids[0] == "c1" and MINTED.match(ids[1])
 
 
@@ -149,7 +149,7 @@ def test_text_between_parallel_calls_is_kept_in_order() -> None:
             chunk({}, "tool_calls"),
         )
         read, _ = read_body(body)
-        kinds = [(i["type"], i.get("content", [{}])[0].get("text")) for i in read.output]
+        kinds = [(i["type"], i.get("content", [{}])[0].get("text")) for i in raw_items(read.output)]
         assert kinds == [
             ("message", "Checking both.  "),
             ("function_call", None),
@@ -183,5 +183,8 @@ def test_fragments_of_two_calls_sharing_an_id_go_to_their_own_call() -> None:
         chunk({}, "tool_calls"),
     )
     read, _ = read_body(body)
-    assert [i["arguments"] for i in read.output] == ['{"city":"Paris"}', '{"city":"Rome"}']
-    assert len({i["call_id"] for i in read.output}) == 2
+    assert [i["arguments"] for i in raw_items(read.output)] == [
+        '{"city":"Paris"}',
+        '{"city":"Rome"}',
+    ]
+    assert len({i["call_id"] for i in raw_items(read.output)}) == 2

@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 from toolrelay.core.body import read_body
+from toolrelay.core.items import raw_items
 
 HTML = b"<!DOCTYPE html>\n<html><body><p>Maintenance until 10:00.</p></body></html>\n"
 
@@ -24,7 +25,7 @@ def test_a_plain_text_or_html_200_body_is_passed_through_as_the_answer(body: byt
     assert result.error is None
     assert result.finish_reason == "stop"
     assert [i["type"] for i in result.output] == ["message"]
-    assert result.output[0]["content"][0]["text"] == body.decode()
+    assert raw_items(result.output)[0]["content"][0]["text"] == body.decode()
     assert result.output[0]["status"] == "completed"
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +18,7 @@ from toolrelay.core.formats.responses.parse import (
     reduce_event,
     response_object_to_output,
 )
-from toolrelay.core.items import Item
+from toolrelay.core.items import Item, as_items
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "streams" / "openai-responses"
 
@@ -35,9 +35,9 @@ def sse_events(name: str) -> list[dict[str, Any]]:
 
 
 def reduce_all(
-    events: Sequence[dict[str, Any]], output: Sequence[Item] = ()
+    events: Sequence[dict[str, Any]], output: Sequence[Mapping[str, Any]] = ()
 ) -> tuple[list[Item], list[ReduceMeta]]:
-    out = list(output)
+    out = as_items(list(output))  # any dicts: the reducer reads them defensively
     metas = []
     for event in events:
         out, meta = reduce_event(event, out)
@@ -1227,8 +1227,8 @@ def test_response_object_error_body() -> None:
 # --- the accumulator's delta batching gives exactly the reducer's result -------------
 
 
-def _reduce_all(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    output: list[dict[str, Any]] = []
+def _reduce_all(events: list[dict[str, Any]]) -> list[Item]:
+    output: list[Item] = []
     for event in events:
         output, _ = reduce_event(event, output)
     return output

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from toolrelay.core.items import as_items, raw_items
 from toolrelay.core.responses_buffer import DeltaBuffer
 
 
@@ -23,4 +24,4 @@ def test_more_of_the_same_part_continues_without_looking_at_the_items() -> None:
     # the hot path: same event type, item and part as the last delta; `items` is not read
     assert buffer.take(text_delta("c"), [])
     assert not buffer.take(text_delta("d", part=1), [])  # another part: the full check
-    assert buffer.fold(items)[0]["content"][0]["text"] == "abc"
+    assert raw_items(buffer.fold(as_items(items)))[0]["content"][0]["text"] == "abc"

@@ -13,7 +13,6 @@ from toolrelay.core.formats.transcript import (
     to_responses_input,
 )
 from toolrelay.core.items import (
-    Item,
     code_interpreter_item,
     function_call_item,
     function_call_output_item,
@@ -22,19 +21,20 @@ from toolrelay.core.items import (
 )
 
 
-def msg(text: str) -> Item:
+def msg(text: str) -> dict[str, Any]:
+    """Items as a client sends them back: plain dicts the transcript reads defensively."""
     return dict(message_item(text, status="completed"))
 
 
-def think(text: str) -> Item:
+def think(text: str) -> dict[str, Any]:
     return dict(reasoning_item(text, status="completed"))
 
 
-def call(call_id: str, name: str = "search", arguments: str = '{"q": "x"}') -> Item:
+def call(call_id: str, name: str = "search", arguments: str = '{"q": "x"}') -> dict[str, Any]:
     return dict(function_call_item(call_id, name, arguments, status="completed"))
 
 
-def result(call_id: str, output: str | list[dict[str, Any]]) -> Item:
+def result(call_id: str, output: str | list[dict[str, Any]]) -> dict[str, Any]:
     return dict(function_call_output_item(call_id, output))
 
 
@@ -137,7 +137,7 @@ def test_images_move_to_one_user_message_after_the_tool_block() -> None:
     ]
 
 
-def reasoning_turn() -> list[Item]:
+def reasoning_turn() -> list[dict[str, Any]]:
     return [
         think("Need data."),
         msg("Checking."),

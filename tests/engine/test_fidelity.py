@@ -11,6 +11,7 @@ from starlette.responses import HTMLResponse
 from toolrelay import Relay, RunLimits, tool
 from toolrelay.core import events as ev
 from toolrelay.core.formats.transcript import to_chat_messages
+from toolrelay.core.items import raw_items
 from toolrelay.core.think_tags import TagConfig
 from toolrelay.testing.scripted_model import ScriptedModel, reply
 from toolrelay.testing.sinks import ListSink
@@ -29,7 +30,7 @@ async def test_a_failing_fetch_url_is_not_cited() -> None:
     )
     sink = ListSink()
     result = await Relay(model, [fetch_url]).run("read example.org", sink=sink)
-    assert result.output[1]["output"] == "Error: connection refused"
+    assert raw_items(result.output)[1]["output"] == "Error: connection refused"
     assert sink.of(ev.SOURCE) == []
     assert "https://example.org" not in str(model.requests[1].messages)
 
@@ -66,7 +67,7 @@ async def test_a_rejected_fetch_url_is_not_cited() -> None:
     helper = asyncio.create_task(reject())
     result = await relay.run("read example.org", sink=sink)
     await helper
-    assert result.output[1]["output"].startswith("The user rejected the call")
+    assert raw_items(result.output)[1]["output"].startswith("The user rejected the call")
     assert sink.of(ev.SOURCE) == []
 
 
@@ -93,7 +94,7 @@ async def test_an_inline_html_response_reaches_the_model_as_the_ui_text() -> Non
 
     model = ScriptedModel(reply(calls=[("chart", {})]), reply("Shown."))
     result = await Relay(model, [chart]).run("chart it")
-    output = result.output[1]
+    output = raw_items(result.output)[1]
     assert output["output"] == "Displayed the UI to the user."
     assert output["embeds"] == ["<h1>Q3</h1>"]
     sent = to_chat_messages(model.requests[1].output)
@@ -140,14 +141,14 @@ async def test_an_event_call_is_answered_like_a_client_tool() -> None:
     helper = asyncio.create_task(answer())
     result = await relay.run("greet me", sink=sink)
     await helper
-    assert result.output[1]["output"] == "Hello, Ada!"
+    assert raw_items(result.output)[1]["output"] == "Hello, Ada!"
 
 
 async def test_an_unanswered_event_call_says_how_long_it_waited() -> None:
     model = ScriptedModel(reply(calls=[("ask_name", {})]), reply("Nobody answered."))
     limits = RunLimits(client_tool_timeout=0.05)
     result = await Relay(model, [ask_name], limits=limits).run("greet me")
-    assert result.output[1]["output"] == (
+    assert raw_items(result.output)[1]["output"] == (
         "Error: no answer to the `input` event call after 0.05 s."
     )
     assert result.output[1]["status"] == "failed"

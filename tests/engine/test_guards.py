@@ -15,6 +15,7 @@ from tests.patience import HANG
 from toolrelay import Relay, RunLimits, tool
 from toolrelay.core import events as ev
 from toolrelay.core.decide import RunTools, Step, decide
+from toolrelay.core.items import function_call_item, raw_items
 from toolrelay.engine.interfaces import ToolContext, ToolSpec
 from toolrelay.engine.tasks import conversation_text, plain_text
 from toolrelay.testing.scripted_model import Body, ScriptedModel, reply
@@ -34,7 +35,7 @@ def add(a: int, b: int) -> int:
 
 def test_minus_one_never_caps_however_many_rounds_ran() -> None:
     """Guard: `max_iterations != -1` in `core.decide`."""
-    call = {"type": "function_call", "name": "add", "arguments": "{}", "call_id": "c"}
+    call = function_call_item("c", "add", "{}")
     step = Step(output=[call], calls=[call], error=None, iterations=10**6, max_iterations=-1)
     assert isinstance(decide(step), RunTools)
 
@@ -190,6 +191,6 @@ async def test_an_unanswered_client_tool_times_out_after_client_tool_timeout() -
         result = await Relay(model, [geo], limits=limits).run("where am I", sink=sink)
     assert sink.of(ev.EXECUTE_TOOL)[0].data["name"] == "geo"
     assert geo.seen == []  # a client tool is never called on the server
-    assert result.output[1]["output"] == "Error: Tool `geo` timed out after 0.05 s."
+    assert raw_items(result.output)[1]["output"] == "Error: Tool `geo` timed out after 0.05 s."
     assert result.output[1]["status"] == "failed"
     assert result.text == "No location."

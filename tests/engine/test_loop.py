@@ -10,6 +10,7 @@ import pytest
 
 from toolrelay import Relay, RunLimits, tool
 from toolrelay.core import events as ev
+from toolrelay.core.items import is_call_output, raw_items
 from toolrelay.testing.scripted_model import Body, Refuse, ScriptedModel, reply
 from toolrelay.testing.sinks import ListSink
 
@@ -47,15 +48,15 @@ async def test_one_tool_round_then_answer() -> None:
     assert result.text == "The sum is 5."
     types = [i["type"] for i in result.output]
     assert types == ["function_call", "function_call_output", "message"]
-    assert result.output[1]["output"] == "5"
-    assert result.output[1]["call_id"] == result.output[0]["call_id"]
+    assert raw_items(result.output)[1]["output"] == "5"
+    assert raw_items(result.output)[1]["call_id"] == raw_items(result.output)[0]["call_id"]
     assert result.usage["input_tokens"] == 14 and result.usage["output_tokens"] == 6
     # the second request carried the call and its result
     second = tool_messages(model.requests[1])
     assert second[0]["tool_calls"][0]["function"]["name"] == "add"
     assert second[1] == {
         "role": "tool",
-        "tool_call_id": result.output[0]["call_id"],
+        "tool_call_id": raw_items(result.output)[0]["call_id"],
         "content": "5",
     }
     assert model.open_streams == 0
@@ -78,7 +79,7 @@ async def test_parallel_calls_keep_call_order() -> None:
         reply("done"),
     )
     result = await Relay(model, [slow]).run("go")
-    outputs = [i["output"] for i in result.output if i["type"] == "function_call_output"]
+    outputs = [i["output"] for i in result.output if is_call_output(i)]
     assert outputs == ["a", "b"]
     assert order == ["b", "a"]  # they really ran concurrently
 
@@ -100,7 +101,7 @@ async def test_sequential_tools_run_alone() -> None:
     model = ScriptedModel(reply(calls=[("exclusive", {"n": i}) for i in range(3)]), reply("ok"))
     result = await Relay(model, [exclusive]).run("go")
     assert peak == 1
-    assert [i["output"] for i in result.output if i["type"] == "function_call_output"] == [
+    assert [i["output"] for i in result.output if is_call_output(i)] == [
         "0",
         "1",
         "2",
@@ -126,7 +127,7 @@ async def test_tool_errors_go_back_to_the_model() -> None:
         reply("sorry"),
     )
     result = await Relay(model, [boom, add]).run("go")
-    outs = [i["output"] for i in result.output if i["type"] == "function_call_output"]
+    outs = [i["output"] for i in result.output if is_call_output(i)]
     assert outs[0] == "Error: disk on fire"
     assert outs[1] == 'Error: Tool "missing" not found.'
     assert outs[2] == (
@@ -161,7 +162,7 @@ async def test_schema_validation_for_tools_that_do_not_validate_themselves() -> 
 
     model = ScriptedModel(reply(calls=[("plain", {"n": "x"})]), reply("ok"))
     result = await Relay(model, [Plain()]).run("go")
-    assert result.output[1]["output"] == (
+    assert raw_items(result.output)[1]["output"] == (
         "Error: Invalid arguments for `plain`: at $.n: 'x' is not of type 'integer'. "
         "Please fix and try again."
     )
@@ -179,8 +180,8 @@ async def test_arguments_are_canonical_and_filtered() -> None:
     model = ScriptedModel(reply(calls=[("echo", "{'x': 1, 'junk': True}")]), reply("fine"))
     result = await Relay(model, [echo]).run("go")
     assert seen == {"x": 1}
-    assert orjson.loads(result.output[0]["arguments"]) == {"x": 1, "junk": True}
-    assert result.output[0]["arguments"] == '{"x":1,"junk":true}'
+    assert orjson.loads(raw_items(result.output)[0]["arguments"]) == {"x": 1, "junk": True}
+    assert raw_items(result.output)[0]["arguments"] == '{"x":1,"junk":true}'
 
 
 async def test_tool_timeout_is_a_result() -> None:
@@ -192,7 +193,7 @@ async def test_tool_timeout_is_a_result() -> None:
 
     model = ScriptedModel(reply(calls=[("hang", {})]), reply("gave up"))
     result = await Relay(model, [hang]).run("go")
-    assert result.output[1]["output"] == "Error: Tool `hang` timed out after 0.05 s."
+    assert raw_items(result.output)[1]["output"] == "Error: Tool `hang` timed out after 0.05 s."
     assert result.output[1]["status"] == "failed"
 
 
@@ -224,7 +225,7 @@ async def test_cap_with_final_answer() -> None:
 async def test_repeated_identical_calls_warn_then_stop() -> None:
     model = ScriptedModel(*[reply(calls=[("add", {"a": 1, "b": 1})]) for _ in range(7)])
     result = await Relay(model, [add], limits=RunLimits(repeat_warn=2)).run("go")
-    outs = [i["output"] for i in result.output if i["type"] == "function_call_output"]
+    outs = [i["output"] for i in raw_items(result.output) if i["type"] == "function_call_output"]
     assert outs[0] == "2"
     assert outs[1].startswith("Error: you have called `add` with exactly these arguments 2 times")
     assert result.status == "failed"
@@ -347,7 +348,7 @@ async def test_client_tool_round_trip() -> None:
     helper = asyncio.create_task(answer())
     result = await relay.run("where am I", sink=sink)
     await helper
-    assert result.output[1]["output"] == '{"city":"Paris"}'
+    assert raw_items(result.output)[1]["output"] == '{"city":"Paris"}'
 
 
 async def test_approval_rejected() -> None:
@@ -368,7 +369,7 @@ async def test_approval_rejected() -> None:
     result = await relay.run("clean up", sink=sink)
     await helper
     assert (
-        result.output[1]["output"]
+        raw_items(result.output)[1]["output"]
         == "The user rejected the call to `delete_all`; it was not run. Reason: no way"
     )
 
@@ -464,7 +465,7 @@ async def test_code_interpreter_runs_block() -> None:
         model, tags=TagConfig(code_interpreter=True), code_runner=SubprocessRunner(timeout=20)
     )
     result = await relay.run("compute")
-    code = next(i for i in result.output if i["type"] == "code_interpreter")
+    code = next(i for i in raw_items(result.output) if i["type"] == "code_interpreter")
     assert code["output"]["stdout"] == "42\n"
     assert result.text.endswith("It printed 42.")
     assert len(model.requests) == 2
@@ -484,7 +485,7 @@ async def test_image_results_go_to_the_model_and_are_stripped_for_clients() -> N
     model = ScriptedModel(reply(calls=[("screenshot", {})]), reply("I see it."))
     sink = ListSink()
     result = await Relay(model, [screenshot]).run("look", sink=sink)
-    output = result.output[1]
+    output = raw_items(result.output)[1]
     assert output["output"] == [
         {"type": "input_text", "text": "The image was read and shown to the user."},
         {"type": "input_image", "image_url": PIXEL},

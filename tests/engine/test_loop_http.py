@@ -27,6 +27,7 @@ from toolrelay.adapters.models import (
 )
 from toolrelay.adapters.stores.memory import MemoryStore
 from toolrelay.core import events as ev
+from toolrelay.core.items import raw_items
 from toolrelay.engine.finish import RunResult
 from toolrelay.testing import (
     FakeModelServer,
@@ -93,7 +94,7 @@ async def all_closed(server: FakeModelServer) -> bool:
 def calls_and_outputs(result: RunResult) -> list[tuple[str, str, Any]]:
     """(type, call id, name or output) per tool item, in output order."""
     out: list[tuple[str, str, Any]] = []
-    for item in result.output:
+    for item in raw_items(result.output):
         if item["type"] == "function_call":
             out.append(("call", item["call_id"], item["name"]))
         elif item["type"] == "function_call_output":
@@ -282,7 +283,7 @@ async def test_ollama_calls_without_ids_get_minted_ids_that_match(
     )
     relay = Relay(Ollama(base_url=server.base_url, model="m"), [add])
     result = await relay.run("1+1?")
-    call, output = result.output[0], result.output[1]
+    call, output = raw_items(result.output)[0:2]
     assert call["call_id"] and output["call_id"] == call["call_id"]
     tool_message = server.requests[1].json["messages"][-1]
     assert tool_message == {

@@ -13,6 +13,7 @@ regression test in `test_core_regressions.py`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -31,7 +32,7 @@ from toolrelay.core.formats.transcript import (
     to_responses_input,
     used_call_ids,
 )
-from toolrelay.core.items import output_text
+from toolrelay.core.items import is_call, output_text
 from toolrelay.core.tool_calls import parse_arguments, split_calls, split_concatenated
 from toolrelay.core.usage import merge_usage, normalise_usage
 
@@ -84,7 +85,7 @@ def test_body_reader_never_raises(
     merge_usage(result.usage, result.usage)
     downstream(result.output)
     output_text(result.output)
-    calls = [i for i in result.output if i.get("type") == "function_call"]
+    calls = [i for i in result.output if is_call(i)]
     assert all(isinstance(c.get(k), str) for c in calls for k in ("call_id", "name", "arguments"))
     decide(Step(result.output, calls, result.error, 0, 5, deferred_names=frozenset({"x"})))
 
@@ -101,7 +102,7 @@ def test_hostile_items_never_raise_in_conversion(items: list[Any], messages: lis
 @FUZZ
 @given(st.lists(json_values, max_size=10), st.lists(json_values, max_size=4))
 def test_hostile_responses_events_never_raise(events: list[Any], start: list[Any]) -> None:
-    output = [i for i in start if isinstance(i, dict)]
+    output: Sequence[Mapping[str, Any]] = [i for i in start if isinstance(i, dict)]
     for event in events:
         if isinstance(event, dict):
             output, _meta = reduce_event(event, output)

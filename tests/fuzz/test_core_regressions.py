@@ -10,6 +10,7 @@ import pytest
 from toolrelay.core.body import BodyReader, read_body
 from toolrelay.core.event_accumulator import EventAccumulator as Accumulator
 from toolrelay.core.formats.transcript import to_chat_messages, to_responses_input, used_call_ids
+from toolrelay.core.items import raw_items
 from toolrelay.core.tool_calls import split_calls, split_concatenated
 
 
@@ -21,7 +22,7 @@ def test_response_object_with_object_arguments() -> None:
     )
     result, _ = read_body(body)
     assert result.error is None
-    assert result.output[0]["arguments"] == '{"q":1}'
+    assert raw_items(result.output)[0]["arguments"] == '{"q":1}'
 
 
 def test_responses_event_with_a_list_type() -> None:
@@ -101,4 +102,4 @@ def test_chat_content_part_with_a_list_type() -> None:
     chunk = {"choices": [{"index": 0, "delta": {"content": [{"type": [], "text": "17"}, "!"]}}]}
     result, _ = read_body(b"data: " + orjson.dumps(chunk) + b"\n\ndata: [DONE]\n\n")
     assert result.error is None
-    assert result.output[0]["content"][0]["text"] == "!"
+    assert raw_items(result.output)[0]["content"][0]["text"] == "!"

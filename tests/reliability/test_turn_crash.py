@@ -17,6 +17,7 @@ import pytest
 from toolrelay.adapters.models import OpenAIChat, Retry
 from toolrelay.adapters.models.http import HTTPOptions
 from toolrelay.core import events as ev
+from toolrelay.core.formats.content import BodyFormat
 from toolrelay.engine.interfaces import Message, ModelRequest
 from toolrelay.engine.relay import Relay
 from toolrelay.server.client_tools import ClientTool
@@ -42,7 +43,7 @@ class Saved:
 class _BrokenStream:
     """Streams some text, then raises what no model client should (a bug)."""
 
-    format = "sse"
+    format: BodyFormat = "sse"
 
     def __init__(self, pieces: list[bytes]) -> None:
         self.pieces = pieces

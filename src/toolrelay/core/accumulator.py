@@ -31,7 +31,7 @@ from toolrelay.core import events as ev
 from toolrelay.core.deltas import Delta, ErrorDelta, FinishDelta, ResponseIdDelta, UsageDelta
 from toolrelay.core.events import Event
 from toolrelay.core.ids import new_id
-from toolrelay.core.items import Item, copy_item
+from toolrelay.core.items import FunctionCallItem, Item, copy_item, is_call, updated
 from toolrelay.core.tool_calls import split_calls
 from toolrelay.core.usage import normalise_usage
 
@@ -73,9 +73,9 @@ class Accumulator:
         """A copy of the items so far, open parts materialised."""
         return [copy_item(i) for i in self._settled()]
 
-    def function_calls(self) -> list[Item]:
+    def function_calls(self) -> list[FunctionCallItem]:
         """Completed function_call items of this response (split per R6), in order."""
-        return [i for i in self._settled() if i.get("type") == "function_call"]
+        return [i for i in self._settled() if is_call(i)]
 
     def _settled(self) -> list[Item]:
         """The items with everything buffered folded in (a mode may buffer)."""
@@ -157,15 +157,14 @@ class Accumulator:
     def _split(self, index: int, status: str) -> list[Event]:
         """Close the call at `index`, split into one call per argument object (R6)."""
         item = self._items[index]
+        assert is_call(item)
         parts = split_calls([item]) if status == "completed" else [item]
-        first = dict(parts[0])
-        if parts[0] is not item:
-            first["id"] = item.get("id")  # the client replaces the item it already shows
-        self._items[index] = first
+        # a copy; the first part keeps the item's id: the client replaces the item it shows
+        self._items[index] = updated(parts[0], id=item["id"])
         out = [self._done(index)]
         for extra in parts[1:]:
             self._call_ids.add(extra["call_id"])
-            self._items.append(dict(extra))
+            self._items.append(extra)
             out.append(self._announce(self._items[-1], len(self._items) - 1))
             out.append(self._done(len(self._items) - 1))
         return out

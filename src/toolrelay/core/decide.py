@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from toolrelay.core.items import Item
+from toolrelay.core.items import CodeInterpreterItem, FunctionCallItem, Item, is_code
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,21 +22,21 @@ class Final:
 class RunTools:
     """Run this batch of calls, feed the results back, ask the model again."""
 
-    calls: tuple[Item, ...]
+    calls: tuple[FunctionCallItem, ...]
 
 
 @dataclass(frozen=True, slots=True)
 class RunCode:
     """Run the trailing code_interpreter block, then ask the model again (R16)."""
 
-    item: Item
+    item: CodeInterpreterItem
 
 
 @dataclass(frozen=True, slots=True)
 class Capped:
     """Calls are queued but the iteration cap is reached (R7)."""
 
-    calls: tuple[Item, ...]
+    calls: tuple[FunctionCallItem, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +50,7 @@ class Failed:
 class Interrupted:
     """Calls to tools the caller runs itself: end the turn and hand them back."""
 
-    calls: tuple[Item, ...]
+    calls: tuple[FunctionCallItem, ...]
 
 
 Outcome = Final | RunTools | RunCode | Capped | Failed | Interrupted
@@ -62,7 +62,7 @@ class Step:
 
     output: Sequence[Item]
     """This response's items."""
-    calls: Sequence[Item]
+    calls: Sequence[FunctionCallItem]
     """Its function_call items, in order."""
     error: str | None
     iterations: int
@@ -88,8 +88,8 @@ def decide(step: Step) -> Outcome:
     last = step.output[-1] if step.output else None
     if (
         last is not None
-        and last.get("type") == "code_interpreter"
-        and last.get("output") is None
+        and is_code(last)
+        and last["output"] is None
         and step.code_runs < step.code_limit
     ):
         return RunCode(last)

@@ -13,7 +13,7 @@ what is already open), each building one event and nothing else.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from toolrelay.core import events as ev
 from toolrelay.core.accumulator import Accumulator
@@ -21,15 +21,22 @@ from toolrelay.core.deltas import CitationDelta, Delta, ReasoningDelta, TextDelt
 from toolrelay.core.events import Event
 from toolrelay.core.ids import new_id
 from toolrelay.core.items import (
+    CodeInterpreterItem,
+    FunctionCallItem,
     Item,
+    TextItem,
     code_interpreter_item,
     copy_item,
     merge_reasoning_details,
     new_text_item,
+    updated,
 )
 from toolrelay.core.think_tags import Chunk, Close, Open, TagConfig, TagSplitter
 
 __all__ = ["DeltaAccumulator"]
+
+_OpenItem = TextItem | CodeInterpreterItem
+"""The item streamed text goes into (all literal kinds: `item["type"]` narrows it)."""
 
 _TEXT_KINDS = {"message": ev.OUTPUT_TEXT_DELTA, "reasoning": ev.REASONING_TEXT_DELTA}
 _CODE_DELTA = "response.code_interpreter_call_code.delta"
@@ -43,7 +50,7 @@ class DeltaAccumulator(Accumulator):
         self._splitter = TagSplitter(tags) if tags is not None else None
         self._tags = tags
         # the item receiving streamed text, its buffer and its kind
-        self._open: Item | None = None
+        self._open: _OpenItem | None = None
         self._open_index = -1
         self._buffer: list[str] = []
         self._pending_ws = ""
@@ -58,7 +65,7 @@ class DeltaAccumulator(Accumulator):
             items[self._open_index] = self._materialised(self._open)
         for call in self._slots.values():
             if call.item is not None and call.args:
-                items[call.index] = {**items[call.index], "arguments": "".join(call.args)}
+                items[call.index] = updated(call.item, arguments="".join(call.args))
         return items
 
     # -- feeding -------------------------------------------------------------
@@ -111,7 +118,7 @@ class DeltaAccumulator(Accumulator):
         splitter = self._splitter
         return splitter is None or (splitter.passes(text) and splitter.inside == "text")
 
-    def _more_text(self, item: Item, text: str) -> Event:
+    def _more_text(self, item: _OpenItem, text: str) -> Event:
         """Append to the open item's buffer; its delta event."""
         self._buffer.append(text)
         data = {
@@ -131,7 +138,7 @@ class DeltaAccumulator(Accumulator):
             return self._chunk(splitter.inside, text)
         return self._segments(splitter.feed(text))
 
-    def _text(self, kind: str, text: str) -> list[Event]:
+    def _text(self, kind: Literal["message", "reasoning"], text: str) -> list[Event]:
         if not text:
             return []
         item = self._open
@@ -169,7 +176,7 @@ class DeltaAccumulator(Accumulator):
             if self._open is None or self._open["type"] != "reasoning":
                 out.extend(self._close_open("completed"))
                 out.append(self._start(new_text_item("reasoning")))
-            assert self._open is not None
+            assert self._open is not None and self._open["type"] == "reasoning"
             merge_reasoning_details(self._open.setdefault("details", []), details)
         return out
 
@@ -185,13 +192,13 @@ class DeltaAccumulator(Accumulator):
                     self._pending_ws = ""
                     if kind == "code_interpreter":
                         lang = attributes.get("lang") or "python"
-                        item = dict(code_interpreter_item(lang=lang, attributes=attributes))
-                        out.append(self._start(item))
+                        code = code_interpreter_item(lang=lang, attributes=attributes)
+                        out.append(self._start(code))
                     else:
-                        item = new_text_item("reasoning" if kind == "reasoning" else "message")
+                        opened = new_text_item("reasoning" if kind == "reasoning" else "message")
                         if attributes:
-                            item["attributes"] = attributes
-                        out.append(self._start(item))
+                            opened["attributes"] = attributes
+                        out.append(self._start(opened))
                 case Close(kind):
                     self._tag_kind = "text"
                     if kind == "code_interpreter":
@@ -281,7 +288,7 @@ class DeltaAccumulator(Accumulator):
         return out
 
     # -- the open item -----------------------------------------------------------
-    def _start(self, item: Item) -> Event:
+    def _start(self, item: _OpenItem) -> Event:
         self._items.append(item)
         self._open = item
         self._open_index = len(self._items) - 1
@@ -304,12 +311,12 @@ class DeltaAccumulator(Accumulator):
         self._buffer = []
         return [self._done(self._open_index)]
 
-    def _materialised(self, item: Item) -> Item:
+    def _materialised(self, item: _OpenItem) -> _OpenItem:
         text = "".join(self._buffer)
         if item["type"] == "code_interpreter":
-            return {**item, "code": item["code"] + text}
+            return updated(item, code=item["code"] + text)
         part = {**item["content"][0], "text": item["content"][0]["text"] + text}
-        return {**item, "content": [part]}
+        return updated(item, content=[part])
 
 
 class _Call:
@@ -321,5 +328,5 @@ class _Call:
         self.call_id = call_id
         self.name = ""
         self.args: list[str] = []
-        self.item: Item | None = None
+        self.item: FunctionCallItem | None = None
         self.index = -1

@@ -9,6 +9,7 @@ same result as reducing each without quadratic copying. Shared invariants:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from toolrelay.core import events as ev
@@ -16,7 +17,7 @@ from toolrelay.core.accumulator import Accumulator
 from toolrelay.core.events import Event
 from toolrelay.core.formats.chat_completions.parse import arguments_text
 from toolrelay.core.formats.responses.parse import reduce_event
-from toolrelay.core.items import Item
+from toolrelay.core.items import Item, as_item, is_call, updated
 from toolrelay.core.responses_buffer import DeltaBuffer
 from toolrelay.core.tool_calls import split_calls
 from toolrelay.core.usage import normalise_usage
@@ -77,13 +78,13 @@ class EventAccumulator(Accumulator):
         items: list[Item] = []
         for i, item in enumerate(self._settled()):
             if item.get("status") == "in_progress":
-                item = {**item, "status": status}
+                item = updated(item, status=status)
                 out.append(
                     Event(ev.OUTPUT_ITEM_DONE, {"output_index": self._offset + i, "item": item})
                 )
             items.append(item)
         self._items = items
-        calls = [i for i, it in enumerate(items) if it.get("type") == "function_call"]
+        calls = [i for i, it in enumerate(items) if is_call(it)]
         for index in calls:
             out.extend(self._own_call(index))
         if status == "completed":
@@ -96,7 +97,7 @@ class EventAccumulator(Accumulator):
         """A call made usable, announced again if changed: a fresh id when its id is
         missing or taken, a string name, arguments as a string (object arguments as
         compact JSON, as the Chat Completions translator writes them)."""
-        item = self._items[index]
+        item: Mapping[str, Any] = self._items[index]  # as the provider sent it
         name, arguments = item.get("name"), item.get("arguments")
         fixed = {
             **item,
@@ -106,5 +107,5 @@ class EventAccumulator(Accumulator):
         }
         if fixed == item:
             return []
-        self._items[index] = fixed
+        self._items[index] = as_item(fixed)  # now a function_call in our shape
         return [self._done(index)]

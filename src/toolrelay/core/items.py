@@ -1,17 +1,31 @@
 """Output items (SPEC R1): one assistant turn is an ordered list of these.
 
-Items are plain JSON-ready dicts typed as TypedDicts, shaped like the OpenAI
-Responses API `output` array so a Responses client can read them directly.
-The accumulator owns and mutates the items it is building; everything it hands
-out is a copy (`snapshot`). Helpers here never do I/O.
+Items are plain JSON-ready dicts shaped like the OpenAI Responses API
+`output` array, so a Responses client reads them directly and nothing is
+converted on the hot path; their types are TypedDicts with a literal `type`
+that mypy checks. `Item` is the closed union of the kinds we build and read,
+plus `ProviderItem` for any other kind a provider sends (a web search call,
+say), which is kept and replayed as it came but never looked into.
+
+Narrow an `Item` with the `is_*` guards: `item["type"] == "message"` cannot
+narrow it, because a `ProviderItem`'s `type` is any string. Code that builds
+items from the wire (`core.formats.responses.parse`, stores) works on plain
+dicts and says once, at its edge, that the result is an `Item`
+(`as_items`): the reducer keeps each known kind in its shape.
+
+The accumulator owns and mutates the items it is building; everything it
+hands out is a copy (`snapshot`). Helpers here never do I/O.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any, Literal, NotRequired, TypedDict
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict, TypeVar, cast
 
 from toolrelay.core.ids import new_id
+
+if TYPE_CHECKING:
+    from typing_extensions import TypeIs
 
 Status = Literal["in_progress", "completed", "incomplete", "failed"]
 
@@ -22,6 +36,8 @@ class MessageItem(TypedDict):
     role: Literal["assistant"]
     status: str
     content: list[dict[str, Any]]
+    attributes: NotRequired[dict[str, str]]
+    """The attributes of the inline tag that opened it (`<solution lang=...>`)."""
 
 
 class ReasoningItem(TypedDict):
@@ -35,6 +51,7 @@ class ReasoningItem(TypedDict):
     ended_at: NotRequired[float]
     details: NotRequired[list[dict[str, Any]]]
     encrypted_content: NotRequired[str]
+    attributes: NotRequired[dict[str, str]]
 
 
 class FunctionCallItem(TypedDict):
@@ -66,8 +83,70 @@ class CodeInterpreterItem(TypedDict):
     attributes: NotRequired[dict[str, str]]
 
 
-Item = dict[str, Any]
-"""Any output item; unknown item types from a provider are kept as they came."""
+class ProviderItem(TypedDict):
+    """An item of a kind we do not build (`web_search_call`, …): kept and replayed as is."""
+
+    type: str
+    id: NotRequired[str]
+    status: NotRequired[str]
+
+
+TextItem = MessageItem | ReasoningItem
+"""The items streamed text goes into."""
+
+Item = (
+    MessageItem
+    | ReasoningItem
+    | FunctionCallItem
+    | FunctionCallOutputItem
+    | CodeInterpreterItem
+    | ProviderItem
+)
+"""Any output item (module doc: narrow with the `is_*` guards)."""
+
+
+def is_message(item: Mapping[str, Any]) -> TypeIs[MessageItem]:
+    return item.get("type") == "message"
+
+
+def is_reasoning(item: Mapping[str, Any]) -> TypeIs[ReasoningItem]:
+    return item.get("type") == "reasoning"
+
+
+def is_call(item: Mapping[str, Any]) -> TypeIs[FunctionCallItem]:
+    return item.get("type") == "function_call"
+
+
+def is_call_output(item: Mapping[str, Any]) -> TypeIs[FunctionCallOutputItem]:
+    return item.get("type") == "function_call_output"
+
+
+def is_code(item: Mapping[str, Any]) -> TypeIs[CodeInterpreterItem]:
+    return item.get("type") == "code_interpreter"
+
+
+_I = TypeVar("_I", bound=Item)
+
+
+def updated(item: _I, /, **fields: Any) -> _I:
+    """A shallow copy of `item` with `fields` replaced (`status`, `arguments`, …): the
+    same kind of item, which mypy cannot see through `{**item, ...}` on its own."""
+    return cast("_I", {**item, **fields})
+
+
+def as_item(raw: Mapping[str, Any]) -> Item:
+    """The wire edge: a dict built by a reader that keeps each known kind in its shape."""
+    return cast("Item", raw)
+
+
+def as_items(raw: Sequence[Mapping[str, Any]]) -> list[Item]:
+    """`as_item` for a list (the same list, no copy)."""
+    return cast("list[Item]", raw)
+
+
+def raw_items(items: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The other way: items as plain dicts, for code that reshapes any kind alike."""
+    return cast("list[dict[str, Any]]", items)
 
 
 def message_item(text: str = "", *, status: str = "in_progress") -> MessageItem:
@@ -131,7 +210,7 @@ def code_interpreter_item(
     return item
 
 
-def item_text(item: Item) -> str:
+def item_text(item: Mapping[str, Any]) -> str:
     """All text parts of a message or reasoning item, joined."""
     parts = item.get("content")
     if not isinstance(parts, list):
@@ -140,26 +219,26 @@ def item_text(item: Item) -> str:
     return "".join(t for t in texts if isinstance(t, str))
 
 
-def output_text(output: list[Item]) -> str:
+def output_text(output: Sequence[Item]) -> str:
     """The visible text of a turn: its message items' text, in order, a blank line between
     two (text before and after a tool call or a think block would run together otherwise)."""
-    texts = (item_text(i) for i in output if i.get("type") == "message")
+    texts = (item_text(i) for i in output if is_message(i))
     return "\n\n".join(t for t in texts if t)
 
 
 def copy_item(item: Item) -> Item:
     """A copy safe to hand out: the lists we later append to are copied too."""
-    copy = dict(item)
+    copy: dict[str, Any] = dict(item)
     for key in ("content", "summary", "details"):
         value = copy.get(key)
-        if isinstance(value, list):
-            copy[key] = [dict(p) if isinstance(p, dict) else p for p in value]
-    return copy
+        if value.__class__ is list:
+            copy[key] = [dict(p) if p.__class__ is dict else p for p in value]
+    return as_item(copy)
 
 
-def new_text_item(kind: str) -> Item:
-    """An empty in-progress `message` or `reasoning` item, as a plain dict."""
-    return dict(message_item() if kind == "message" else reasoning_item())
+def new_text_item(kind: Literal["message", "reasoning"]) -> TextItem:
+    """An empty in-progress `message` or `reasoning` item."""
+    return message_item() if kind == "message" else reasoning_item()
 
 
 def merge_reasoning_details(into: list[dict[str, Any]], details: Iterable[dict[str, Any]]) -> None:

@@ -12,9 +12,10 @@ identical to reducing every event one by one (a property test checks this).
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from toolrelay.core.items import Item
+from toolrelay.core.items import Item, as_items, raw_items
 
 # event type → (item type, parts key or None for `arguments`, index key)
 _FAST: Final[dict[str, tuple[str, str | None, str | None]]] = {
@@ -36,7 +37,7 @@ class DeltaBuffer:
         # taken: the next one usually continues it, and items cannot change until `fold`
         self._last: tuple[Any, Any, Any, list[str], str | None] | None = None
 
-    def take(self, event: dict[str, Any], items: list[Item]) -> bool:
+    def take(self, event: dict[str, Any], items: Sequence[Mapping[str, Any]]) -> bool:
         """Buffer `event` if it is a plain delta for an existing item and part."""
         last, kind = self._last, event.get("type")
         if last is not None and kind == last[0]:  # the hot path: more of the same part
@@ -85,9 +86,9 @@ class DeltaBuffer:
         if not self._pending:
             return items
         self._last = None
-        items = list(items)
+        raw = list(raw_items(items))  # any kind of item alike: a wire-level edit
         for (index, parts_key, sub), pieces in self._pending.items():
-            item = dict(items[index])
+            item = dict(raw[index])
             text = "".join(pieces)
             if parts_key is None:
                 item["arguments"] = item.get("arguments", "") + text
@@ -97,6 +98,6 @@ class DeltaBuffer:
                 part["text"] = part.get("text", "") + text
                 parts[sub] = part
                 item[parts_key] = parts
-            items[index] = item
+            raw[index] = item
         self._pending.clear()
-        return items
+        return as_items(raw)

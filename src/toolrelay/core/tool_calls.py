@@ -20,17 +20,16 @@ import warnings
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import orjson
 from jsonschema import exceptions as jsonschema_exceptions
 from jsonschema import validators as jsonschema_validators
 
 from toolrelay.core.ids import new_id
-from toolrelay.core.items import Item
 
 _Call = TypeVar("_Call", bound=Mapping[str, Any])
-"""A function_call item, typed (`FunctionCallItem`) or not (`Item`): kept as it came."""
+"""A function_call item, typed (`FunctionCallItem`) or a raw dict: kept as it came."""
 
 __all__ = [
     "ArgumentsError",
@@ -98,14 +97,14 @@ def split_concatenated(arguments: str) -> list[str]:
     return pieces if len(pieces) >= 2 else [arguments]
 
 
-def split_calls(calls: Sequence[_Call]) -> list[_Call | Item]:
+def split_calls(calls: Sequence[_Call]) -> list[_Call]:
     """Replace each call holding several argument values by one call per value.
 
     The replacements get new `call_id`s and item ids and the original is
     dropped, so no call is left without an output (DESIGN §6). Calls that do
     not split are returned as the same objects.
     """
-    out: list[_Call | Item] = []
+    out: list[_Call] = []
     for call in calls:
         arguments = call.get("arguments")
         pieces = split_concatenated(arguments) if isinstance(arguments, str) else []
@@ -113,13 +112,8 @@ def split_calls(calls: Sequence[_Call]) -> list[_Call | Item]:
             out.append(call)
             continue
         for piece in pieces:
-            new_call: Item = {
-                **call,
-                "id": new_id("fc"),
-                "call_id": new_id("call"),
-                "arguments": piece,
-            }
-            out.append(new_call)
+            new_call = {**call, "id": new_id("fc"), "call_id": new_id("call"), "arguments": piece}
+            out.append(cast(_Call, new_call))  # the same kind of call, new ids and arguments
     return out
 
 

@@ -17,11 +17,11 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 from toolrelay.core import events as ev
 from toolrelay.core.events import Event
-from toolrelay.core.items import Item, message_item, output_text
+from toolrelay.core.items import Item, as_items, is_message, message_item, output_text, updated
 from toolrelay.core.status import TurnStatus
 from toolrelay.core.tool_results import strip_base64
 from toolrelay.engine.filters import run_outlets
@@ -190,7 +190,7 @@ def _fields(result: RunResult) -> dict[str, Any]:
 
 
 def _closed(item: Item, status: str) -> Item:
-    return {**item, "status": status} if item.get("status") == "in_progress" else item
+    return updated(item, status=status) if item.get("status") == "in_progress" else item
 
 
 def _final_data(result: RunResult) -> dict[str, Any]:
@@ -219,9 +219,9 @@ def _rewritten(output: list[Item], message: Mapping[str, Any]) -> list[Item]:
     """A filter may return a new `output`, or only a new `content`: the text is then replaced."""
     new_output = message.get("output")
     if isinstance(new_output, list) and new_output != output:
-        return [dict(i) for i in new_output if isinstance(i, dict)]
+        return as_items([dict(i) for i in new_output if isinstance(i, dict)])  # the filter's word
     content = message.get("content")
     if not isinstance(content, str) or content == output_text(output):
         return output
-    kept = [i for i in output if i.get("type") != "message"]
-    return [*kept, cast(Item, message_item(content, status="completed"))]
+    kept = [i for i in output if not is_message(i)]
+    return [*kept, message_item(content, status="completed")]

@@ -12,6 +12,7 @@ from os import PathLike
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from toolrelay.core.events import Event
+from toolrelay.core.formats.content import BodyFormat
 from toolrelay.core.items import Item
 from toolrelay.errors import ConfigError
 
@@ -42,7 +43,7 @@ class ModelRequest:
 class ModelStream(Protocol):
     """One upstream response being read: raw body chunks, closed on exit."""
 
-    format: str
+    format: BodyFormat
     """Body framing for `core.body.BodyReader`: `sse`, `ndjson` or `json`."""
 
     def __aiter__(self) -> AsyncIterator[bytes]: ...

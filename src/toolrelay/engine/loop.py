@@ -37,7 +37,14 @@ from toolrelay.core.decide import (
 from toolrelay.core.deltas import ErrorDelta
 from toolrelay.core.events import Event
 from toolrelay.core.formats.transcript import used_call_ids
-from toolrelay.core.items import Item
+from toolrelay.core.items import (
+    CodeInterpreterItem,
+    FunctionCallItem,
+    Item,
+    is_call,
+    is_call_output,
+    updated,
+)
 from toolrelay.core.rag import RagSnapshot, inject, take_snapshot
 from toolrelay.core.status import TurnStatus
 from toolrelay.core.think_tags import TagConfig
@@ -168,7 +175,7 @@ class Turn:
         return decide(
             Step(
                 output=read.output,
-                calls=[i for i in read.output if i.get("type") == "function_call"],
+                calls=[i for i in read.output if is_call(i)],
                 error=read.error,
                 iterations=self.iterations,
                 max_iterations=limits.max_iterations,
@@ -217,7 +224,7 @@ class Turn:
             await self.emitter.emit(_error_event(exc.message))
             return ReadResult([], None, None, exc.message, None, True)
         reader = self._reader = BodyReader(
-            stream.format,  # type: ignore[arg-type]
+            stream.format,
             tags=setup.tags,
             clock=setup.clock,
             offset=len(self.output),
@@ -261,34 +268,31 @@ class Turn:
             self.sources.append(event.data)
         await self.emitter.emit(event)
 
-    async def _run_tools(self, calls: Sequence[Item]) -> BatchOutcome:
+    async def _run_tools(self, calls: Sequence[FunctionCallItem]) -> BatchOutcome:
         self.iterations += 1
         start = self.setup.clock()
         batch = await run_batch(calls, self.tool_env, base_index=len(self.output))
         elapsed = round(self.setup.clock() - start, 4)
         self.steps.append({"step": "tools", "s": elapsed, "calls": len(calls)})
         by_id = {c["id"]: c for c in batch.calls}
-        self.output = [
-            by_id.get(i.get("id"), i) if i.get("type") == "function_call" else i
-            for i in self.output
-        ]
+        self.output = [by_id.get(i["id"], i) if is_call(i) else i for i in self.output]
         self.output.extend(batch.outputs)
         return batch.outcome
 
-    async def _run_code(self, item: Item) -> None:
+    async def _run_code(self, item: CodeInterpreterItem) -> None:
         runner = self.setup.code_runner
         assert runner is not None
         self.code_runs += 1
         result = await runner.run(str(item.get("code", "")), str(item.get("lang") or "python"))
-        index = next(i for i, it in enumerate(self.output) if it.get("id") == item.get("id"))
-        done = {**item, "output": result, "status": "completed"}
+        index = next(i for i, it in enumerate(self.output) if it.get("id") == item["id"])
+        done = updated(item, output=result, status="completed")
         self.output[index] = done
         await self.emitter.emit(Event(ev.OUTPUT_ITEM_DONE, {"output_index": index, "item": done}))
 
-    async def _capped(self, calls: Sequence[Item]) -> RunResult:
-        ids = {c.get("id") for c in calls}
+    async def _capped(self, calls: Sequence[FunctionCallItem]) -> RunResult:
+        ids = {c["id"] for c in calls}
         self.output = [
-            {**i, "status": "incomplete"} if i.get("id") in ids else i for i in self.output
+            updated(i, status="incomplete") if i.get("id") in ids else i for i in self.output
         ]
         cap = self.setup.limits.max_iterations
         if self.setup.limits.on_cap == "final_answer":
@@ -345,13 +349,9 @@ class Turn:
                 self.output.extend(reader.result().output)
             except Exception:  # the reader is what broke: keep the items it had closed
                 log.exception("partial output of a crashed response lost")
-        answered = {
-            i.get("call_id") for i in self.output if i.get("type") == "function_call_output"
-        }
+        answered = {i["call_id"] for i in self.output if is_call_output(i)}
         self.output = [
-            {**i, "status": "incomplete"}
-            if i.get("type") == "function_call" and i.get("call_id") not in answered
-            else i
+            updated(i, status="incomplete") if is_call(i) and i["call_id"] not in answered else i
             for i in self.output
         ]
 

@@ -95,7 +95,7 @@ async def _ask(model: ModelClient, prompt: str, chat: str) -> Mapping[str, Any] 
     )
     try:
         stream = await model.open(request)
-        reader = BodyReader(stream.format)  # type: ignore[arg-type]
+        reader = BodyReader(stream.format)
         try:
             async for chunk in stream:
                 reader.feed(chunk)

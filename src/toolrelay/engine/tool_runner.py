@@ -11,13 +11,18 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, cast
+from typing import Any
 
 from toolrelay.core import events as ev
 from toolrelay.core.citations import CITATION_TOOLS, citation_sources, terminal_event
 from toolrelay.core.decide import Repeats
 from toolrelay.core.events import Event
-from toolrelay.core.items import Item, function_call_output_item
+from toolrelay.core.items import (
+    FunctionCallItem,
+    FunctionCallOutputItem,
+    function_call_output_item,
+    updated,
+)
 from toolrelay.core.tool_calls import (
     ArgumentsError,
     filter_to_schema,
@@ -53,7 +58,7 @@ class ToolEnv:
 
 @dataclass(slots=True)
 class _Prepared:
-    call: Item
+    call: FunctionCallItem
     args: dict[str, Any]
     tool: Tool | None
     verdict: str | None
@@ -77,14 +82,16 @@ BatchOutcome = BatchDone | RepeatsStopped
 
 @dataclass(frozen=True, slots=True)
 class BatchResult:
-    calls: list[Item]
+    calls: list[FunctionCallItem]
     """The calls, arguments canonical, status final."""
-    outputs: list[Item]
+    outputs: list[FunctionCallOutputItem]
     """One function_call_output per call, in call order."""
     outcome: BatchOutcome
 
 
-async def run_batch(calls: Sequence[Item], env: ToolEnv, *, base_index: int) -> BatchResult:
+async def run_batch(
+    calls: Sequence[FunctionCallItem], env: ToolEnv, *, base_index: int
+) -> BatchResult:
     prepared = [_prepare(call, env) for call in calls]
     outcome: BatchOutcome = BatchDone()
     if env.repeats.count >= env.limits.stop_after_repeats > 0:
@@ -93,7 +100,7 @@ async def run_batch(calls: Sequence[Item], env: ToolEnv, *, base_index: int) -> 
             f"Stopped: the model called `{name}` with the same arguments "
             f"{env.repeats.count} times in a row."
         )
-    results: list[Item | None] = [None] * len(prepared)
+    results: list[FunctionCallOutputItem | None] = [None] * len(prepared)
     gate = asyncio.Semaphore(env.limits.max_concurrency)
 
     async def one(i: int) -> None:
@@ -122,9 +129,9 @@ async def _gather(indexes: list[int], one: Callable[[int], Coroutine[Any, Any, N
                 tg.create_task(one(i))
 
 
-def _prepare(call: Item, env: ToolEnv) -> _Prepared:
+def _prepare(call: FunctionCallItem, env: ToolEnv) -> _Prepared:
     name = str(call.get("name") or "")
-    call = dict(call)
+    call = updated(call)  # a copy: the loop's own item is replaced, not edited
     parsed = parse_arguments(name, call.get("arguments"))
     if isinstance(parsed, ArgumentsError):
         env.repeats = env.repeats.observe(name, str(call.get("arguments")))
@@ -153,7 +160,7 @@ def _repeat_text(name: str, count: int) -> str:
     )
 
 
-async def _run_one(prep: _Prepared, env: ToolEnv, index: int) -> Item:
+async def _run_one(prep: _Prepared, env: ToolEnv, index: int) -> FunctionCallOutputItem:
     call = prep.call
     name = str(call.get("name"))
     status = "completed"
@@ -163,10 +170,9 @@ async def _run_one(prep: _Prepared, env: ToolEnv, index: int) -> Item:
         assert prep.tool is not None
         result, status = await _invoke(prep.tool, name, prep.args, call, env)
         await _side_events(name, prep.args, result, env, cite=status == "completed")
-    output = cast(
-        Item, function_call_output_item(str(call.get("call_id")), result_output_parts(result))
+    output = function_call_output_item(
+        str(call.get("call_id")), result_output_parts(result), status=status
     )
-    output["status"] = status
     if result.files:
         output["files"] = list(result.files)
     if result.embeds:
@@ -178,7 +184,7 @@ async def _run_one(prep: _Prepared, env: ToolEnv, index: int) -> Item:
 
 
 async def _invoke(
-    tool: Tool, name: str, args: dict[str, Any], call: Item, env: ToolEnv
+    tool: Tool, name: str, args: dict[str, Any], call: FunctionCallItem, env: ToolEnv
 ) -> tuple[NormalisedResult, str]:
     spec = tool.spec
     call_id = str(call.get("call_id"))

@@ -29,7 +29,7 @@ from toolrelay.adapters.stores import NotFoundError, Store, StoredMessage
 from toolrelay.core import events as ev
 from toolrelay.core.events import Event
 from toolrelay.core.formats.responses.parse import reduce_event
-from toolrelay.core.items import Item, output_text
+from toolrelay.core.items import Item, as_items, output_text, updated
 from toolrelay.engine.interfaces import Message
 
 log = logging.getLogger(__name__)
@@ -89,7 +89,7 @@ class TurnRecorder:
 def closed(output: Sequence[Item]) -> list[Item]:
     """Items a dead or failed turn left open, marked `incomplete`."""
     return [
-        {**i, "status": "incomplete"} if i.get("status") == "in_progress" else i for i in output
+        updated(i, status="incomplete") if i.get("status") == "in_progress" else i for i in output
     ]
 
 
@@ -147,7 +147,7 @@ async def keep_alive(
 
 
 def _failed(message: StoredMessage) -> dict[str, Any]:
-    output = closed(message.output)
+    output = closed(as_items(message.output))  # the stored JSON: items as we saved them
     return {
         "output": output,
         "content": output_text(output) or str(message.content or ""),

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from toolrelay.core.formats.content import detect_format
+from toolrelay.core.formats.content import BodyFormat, detect_format
 from toolrelay.engine.interfaces import ModelRequest, ModelStream
 from toolrelay.errors import ProviderError
 from toolrelay.testing.wire import ToolCallSpec, chat_chunks, render_sse
@@ -25,7 +25,7 @@ class Body:
     """A raw body to serve, in `piece`-byte reads; `fail_after` pieces then a dropped connection."""
 
     data: bytes
-    format: str = "sse"
+    format: BodyFormat = "sse"
     piece: int = 64
     fail_after: int | None = None
     stall_after: int | None = None

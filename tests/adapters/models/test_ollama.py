@@ -8,7 +8,13 @@ import pytest
 from toolrelay.adapters.models import HTTPOptions, Ollama, Retry
 from toolrelay.core.body import BodyReader
 from toolrelay.core.formats.ollama.request import ollama_messages
-from toolrelay.core.items import function_call_item, function_call_output_item, output_text
+from toolrelay.core.items import (
+    ReasoningItem,
+    function_call_item,
+    function_call_output_item,
+    is_call,
+    output_text,
+)
 from toolrelay.engine.interfaces import Message, ModelRequest
 from toolrelay.errors import ProviderError
 from toolrelay.testing import JSONReply, NDJSONReply, ToolCallSpec, wire
@@ -80,8 +86,8 @@ async def test_body_exactly(server: FakeModelServer) -> None:
     request = ModelRequest(
         messages=[{"role": "user", "content": "1+2?"}],
         output=[
-            dict(function_call_item("c1", "add", '{"a":1,"b":2}', status="completed")),
-            dict(function_call_output_item("c1", "3")),
+            function_call_item("c1", "add", '{"a":1,"b":2}', status="completed"),
+            function_call_output_item("c1", "3"),
         ],
         tools=[TOOL],
         params={"num_ctx": 4096},
@@ -122,7 +128,7 @@ async def test_ndjson_reads_back_as_items(server: FakeModelServer) -> None:
     server.script(NDJSONReply(lines))
     client = Ollama(base_url=server.base_url, model="m")
     stream = await client.open(ModelRequest(messages=[{"role": "user", "content": "1+2?"}]))
-    reader = BodyReader(stream.format)  # type: ignore[arg-type]
+    reader = BodyReader(stream.format)
     async for chunk in stream:
         reader.feed(chunk)
     reader.finish()
@@ -130,7 +136,7 @@ async def test_ndjson_reads_back_as_items(server: FakeModelServer) -> None:
     result = reader.result()
     assert stream.format == "ndjson"
     assert output_text(result.output) == "Sum is"
-    calls = [i for i in result.output if i["type"] == "function_call"]
+    calls = [i for i in result.output if is_call(i)]
     assert [(c["name"], orjson.loads(c["arguments"])) for c in calls] == [("add", {"a": 1, "b": 2})]
     assert result.error is None
 
@@ -157,7 +163,7 @@ async def test_non_stream_is_json(server: FakeModelServer) -> None:
     server.script(JSONReply(final))
     client = Ollama(base_url=server.base_url + "/api", model="m", stream=False)
     stream = await client.open(ModelRequest(messages=[{"role": "user", "content": "hi"}]))
-    reader = BodyReader(stream.format)  # type: ignore[arg-type]
+    reader = BodyReader(stream.format)
     async for chunk in stream:
         reader.feed(chunk)
     reader.finish()
@@ -169,7 +175,7 @@ async def test_non_stream_is_json(server: FakeModelServer) -> None:
 
 
 def _thinking_turn() -> ModelRequest:
-    thought = {
+    thought: ReasoningItem = {
         "type": "reasoning",
         "id": "rs_1",
         "status": "completed",
@@ -180,8 +186,8 @@ def _thinking_turn() -> ModelRequest:
         messages=[{"role": "user", "content": "1+2?"}],
         output=[
             thought,
-            dict(function_call_item("c1", "add", '{"a":1,"b":2}', status="completed")),
-            dict(function_call_output_item("c1", "3")),
+            function_call_item("c1", "add", '{"a":1,"b":2}', status="completed"),
+            function_call_output_item("c1", "3"),
         ],
     )
 

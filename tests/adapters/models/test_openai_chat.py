@@ -11,6 +11,7 @@ from toolrelay.core.items import (
     Item,
     function_call_item,
     function_call_output_item,
+    is_call,
     message_item,
     output_text,
     reasoning_item,
@@ -35,7 +36,7 @@ HISTORY: list[Message] = [
     {"role": "user", "content": "Weather in Oslo?"},
 ]
 OUTPUT: list[Item] = [
-    dict(item)
+    item
     for item in (
         message_item("Let me check.", status="completed"),
         function_call_item("call_1", "get_weather", '{"city":"Oslo"}', status="completed"),
@@ -46,7 +47,7 @@ OUTPUT: list[Item] = [
 
 async def read_items(client: OpenAIChat, request: ModelRequest) -> BodyReader:
     stream = await client.open(request)
-    reader = BodyReader(stream.format)  # type: ignore[arg-type]
+    reader = BodyReader(stream.format)
     async for chunk in stream:
         reader.feed(chunk)
     reader.finish()
@@ -114,7 +115,7 @@ async def test_no_tools_no_usage_and_v1_base_url(server: FakeModelServer) -> Non
 async def test_reasoning_replay_as_reasoning_content(server: FakeModelServer) -> None:
     server.script(SSEReply(wire.chat_chunks(text="ok")))
     client = OpenAIChat(base_url=server.base_url, model="m", reasoning_replay="reasoning_content")
-    reasoning: Item = dict(reasoning_item("Need the weather tool.", status="completed"))
+    reasoning: Item = reasoning_item("Need the weather tool.", status="completed")
     output = [reasoning, *OUTPUT[1:]]
     await read_all(await client.open(ModelRequest(messages=HISTORY, output=output)))
     await client.aclose()
@@ -148,7 +149,7 @@ async def test_sse_bytes_read_back_as_items(server: FakeModelServer) -> None:
     result = reader.result()
     assert reader.format == "sse"
     assert output_text(result.output) == "It is 12C"
-    calls = [i for i in result.output if i["type"] == "function_call"]
+    calls = [i for i in result.output if is_call(i)]
     assert [(c["call_id"], c["name"], orjson.loads(c["arguments"])) for c in calls] == [
         ("call_2", "get_weather", {"city": "Bergen"})
     ]

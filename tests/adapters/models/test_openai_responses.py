@@ -7,7 +7,13 @@ import pytest
 from toolrelay.adapters.models import OpenAIResponses
 from toolrelay.core.body import BodyReader
 from toolrelay.core.formats.responses.convert import flat_tool as responses_tool
-from toolrelay.core.items import Item, function_call_item, function_call_output_item, output_text
+from toolrelay.core.items import (
+    Item,
+    function_call_item,
+    function_call_output_item,
+    output_text,
+    raw_items,
+)
 from toolrelay.engine.interfaces import Message, ModelRequest
 from toolrelay.testing import BodyReply, SSEReply, ToolCallSpec, wire
 from toolrelay.testing.fake_server import FakeModelServer
@@ -64,7 +70,7 @@ HISTORY_INPUT = [
     },
 ]
 OUTPUT: list[Item] = [
-    dict(item)
+    item
     for item in (
         function_call_item("c1", "lookup", '{"word":"dog"}', status="completed"),
         function_call_output_item("c1", "a loyal canine"),
@@ -167,7 +173,7 @@ async def test_responses_stream_reads_back_as_items(server: FakeModelServer) -> 
     server.script(BodyReply(wire.render_responses_sse(events), chunk_size=97))
     client = OpenAIResponses(base_url=server.base_url, model="m")
     stream = await client.open(ModelRequest(messages=HISTORY[:2]))
-    reader = BodyReader(stream.format)  # type: ignore[arg-type]
+    reader = BodyReader(stream.format)
     async for chunk in stream:
         reader.feed(chunk)
     reader.finish()
@@ -176,7 +182,9 @@ async def test_responses_stream_reads_back_as_items(server: FakeModelServer) -> 
     assert stream.format == "sse"
     assert output_text(result.output) == "A dog barks."
     assert [
-        (i["call_id"], i["arguments"]) for i in result.output if i["type"] == "function_call"
+        (i["call_id"], i["arguments"])
+        for i in raw_items(result.output)
+        if i["type"] == "function_call"
     ] == [("c9", '{"word":"bark"}')]
     assert result.response_id == "resp_42"
     assert result.error is None

@@ -24,6 +24,7 @@ from toolrelay import Relay, RunLimits, tool
 from toolrelay.adapters.tools.mcp import MCPServer
 from toolrelay.adapters.tools.mcp_session import Backoff
 from toolrelay.core import events as ev
+from toolrelay.core.items import is_call_output, raw_items
 from toolrelay.engine.interfaces import ToolContext
 from toolrelay.errors import ToolError
 from toolrelay.testing.scripted_model import ScriptedModel, reply
@@ -91,7 +92,7 @@ async def test_relay_runs_mcp_tools_with_undeclared_arguments_kept() -> None:
     )
     async with Relay(model, [ours()]) as relay:
         result = await relay.run("go")
-    outputs = [i for i in result.output if i["type"] == "function_call_output"]
+    outputs = [i for i in result.output if is_call_output(i)]
     assert outputs[0]["output"] == "shown,undeclared"  # R8: MCP tools keep their arguments
     assert outputs[1]["output"] == "3"
     assert {"add", "echo_args"} <= {t["function"]["name"] for t in model.requests[0].tools}
@@ -104,7 +105,9 @@ async def test_is_error_image_and_structured_results_reach_the_model() -> None:
     )
     async with Relay(model, [ours()]) as relay:
         result = await relay.run("go")
-    failed, picture, weather = [i for i in result.output if i["type"] == "function_call_output"]
+    failed, picture, weather = [
+        i for i in raw_items(result.output) if i["type"] == "function_call_output"
+    ]
     assert failed["status"] == "failed"
     assert failed["output"].startswith("Error: ") and "fail" in failed["output"]
     assert picture["status"] == "completed"
@@ -118,7 +121,7 @@ async def test_progress_becomes_tool_progress_events_with_the_call_id() -> None:
     sink = ListSink()
     async with Relay(model, [ours()]) as relay:
         result = await relay.run("go", sink=sink)
-    call_id = result.output[0]["call_id"]
+    call_id = raw_items(result.output)[0]["call_id"]
     progress = [e.data for e in sink.events if e.type == ev.TOOL_PROGRESS]
     assert [p["progress"] for p in progress] == [1, 2, 3]
     assert all(p["call_id"] == call_id and p["total"] == 3 for p in progress)
@@ -130,7 +133,7 @@ async def test_a_timed_out_call_is_cancelled_on_the_server() -> None:
     server = ours(timeout=0.2)
     async with Relay(model, [server], limits=RunLimits(tool_timeout=0.2)) as relay:
         result = await relay.run("go")
-        assert result.output[1]["output"] == "Error: Tool `slow` timed out after 0.2 s."
+        assert raw_items(result.output)[1]["output"] == "Error: Tool `slow` timed out after 0.2 s."
 
         async def counted() -> bool:
             answer = await server.call("cancelled_calls", {}, ToolContext())
@@ -168,8 +171,8 @@ async def test_one_session_shared_across_turns_and_restarted_after_the_process_d
     server = ours()
     model = ScriptedModel(*[m for _ in range(3) for m in (reply(calls=[("pid", {})]), reply("ok"))])
     async with Relay(model, [server]) as relay:
-        first = (await relay.run("1")).output[1]["output"]
-        second = (await relay.run("2")).output[1]["output"]
+        first = raw_items((await relay.run("1")).output)[1]["output"]
+        second = raw_items((await relay.run("2")).output)[1]["output"]
         assert first == second and server.connection.starts == 1  # lazy, once, shared
         os.kill(int(first), signal.SIGKILL)
 
@@ -177,7 +180,7 @@ async def test_one_session_shared_across_turns_and_restarted_after_the_process_d
             return not server.connection.alive
 
         await until(noticed, "the session noticed the process died")
-        third = (await relay.run("3")).output[1]["output"]
+        third = raw_items((await relay.run("3")).output)[1]["output"]
         assert third.isdigit() and third != first
         assert server.connection.starts == 2
 
@@ -195,8 +198,8 @@ async def test_a_server_that_cannot_start_is_reported_once_and_other_tools_work(
     model.add(reply("b"))
     caplog.set_level(logging.WARNING, "toolrelay.tools")
     async with Relay(model, [ping, broken]) as relay:
-        assert (await relay.run("1")).output[1]["output"] == "pong"
-        assert (await relay.run("2")).output[1]["output"] == "pong"
+        assert raw_items((await relay.run("1")).output)[1]["output"] == "pong"
+        assert raw_items((await relay.run("2")).output)[1]["output"] == "pong"
         status = relay.toolbox.status()
     warnings = [r for r in caplog.records if "broken" in r.getMessage()]
     assert len(warnings) == 1
@@ -268,7 +271,9 @@ async def test_everything_server_over_stdio() -> None:
         result = await relay.run("go", sink=sink)
     out = {
         call["name"]: done
-        for call, done in zip(result.output[0:7], result.output[7:14], strict=True)
+        for call, done in zip(
+            raw_items(result.output)[0:7], raw_items(result.output)[7:14], strict=True
+        )
     }
     assert out["ev_echo"]["output"] == "Echo: hi"
     image = out["ev_get-tiny-image"]
@@ -295,8 +300,8 @@ async def test_filesystem_server_reads_and_lists_a_directory(tmp_path: Path) -> 
     )
     async with Relay(model, [server]) as relay:
         result = await relay.run("read it")
-    assert result.output[2]["output"] == "remember the milk"
-    assert "notes.txt" in result.output[3]["output"]
+    assert raw_items(result.output)[2]["output"] == "remember the milk"
+    assert "notes.txt" in raw_items(result.output)[3]["output"]
 
 
 async def test_time_server_from_pypi() -> None:

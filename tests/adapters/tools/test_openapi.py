@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field
 from tests.adapters.tools.conftest import free_port
 from toolrelay import Relay, RunLimits
 from toolrelay.adapters.tools.openapi import OpenAPIServer
+from toolrelay.core.items import is_call_output, raw_items
 from toolrelay.core.openapi import build_request, operations
 from toolrelay.engine.interfaces import ToolContext
 from toolrelay.errors import ConfigError, ToolError
@@ -153,7 +154,7 @@ async def test_errors_html_and_auth_through_the_loop(api_url: str, token: str) -
     )
     async with Relay(model, [OpenAPIServer(api_url, bearer_token_env=token)]) as relay:
         result = await relay.run("go")
-    failed, card, invalid = [i for i in result.output if i["type"] == "function_call_output"]
+    failed, card, invalid = [i for i in result.output if is_call_output(i)]
     assert failed["status"] == "failed"
     assert failed["output"] == 'Error: HTTP 418: {"detail":"I am a teapot"}'
     assert card["embeds"] == ["<b>card</b>"]
@@ -183,7 +184,7 @@ async def test_a_timed_out_call_closes_its_request(api_url: str, token: str) -> 
     model = ScriptedModel(reply(calls=[("slow", {})]), reply("gave up"))
     async with Relay(model, [server], limits=RunLimits(tool_timeout=0.2)) as relay:
         result = await relay.run("go")
-        assert result.output[1]["output"] == "Error: Tool `slow` timed out after 0.2 s."
+        assert raw_items(result.output)[1]["output"] == "Error: Tool `slow` timed out after 0.2 s."
         for _ in range(3000):
             if await server.call("disconnected", {}, ToolContext()) >= 1:
                 break

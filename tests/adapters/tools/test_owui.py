@@ -15,6 +15,7 @@ from toolrelay.adapters.tools.owui import (
     load_filters,
 )
 from toolrelay.core import events as ev
+from toolrelay.core.items import is_call_output
 from toolrelay.engine.interfaces import ToolContext
 from toolrelay.errors import ConfigError
 from toolrelay.testing.scripted_model import ScriptedModel, reply
@@ -87,7 +88,7 @@ async def test_citations_messages_metadata_and_self_citation_through_the_loop() 
     assert [e.data for e in sink.events if e.type == "message"] == [
         {"content": "Read https://example.org\n"}
     ]
-    saved = [i for i in result.output if i["type"] == "function_call_output"][1]["output"]
+    saved = [i for i in result.output if is_call_output(i)][1]["output"]
     assert saved == '{"saved": "hi", "chat": "chat_1", "tool": "web_notes_tool"}'
 
 

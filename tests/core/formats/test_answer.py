@@ -7,12 +7,17 @@ from typing import Any
 import pytest
 
 from toolrelay.core.formats.answer import final_answer, turn_answer
-from toolrelay.core.items import function_call_item, function_call_output_item, message_item
+from toolrelay.core.items import (
+    as_items,
+    function_call_item,
+    function_call_output_item,
+    message_item,
+)
 from toolrelay.core.status import TurnStatus
 
-CALL = dict(function_call_item("c1", "add", '{"a":1}', status="completed"))
-OUTPUT = dict(function_call_output_item("c1", "2"))
-TEXT = dict(message_item("Hi", status="completed"))
+CALL = function_call_item("c1", "add", '{"a":1}', status="completed")
+OUTPUT = function_call_output_item("c1", "2")
+TEXT = message_item("Hi", status="completed")
 
 
 @pytest.mark.parametrize(
@@ -32,7 +37,7 @@ TEXT = dict(message_item("Hi", status="completed"))
 def test_finish_reason(
     status: TurnStatus, output: list[dict[str, Any]], model_reason: str | None, expected: str
 ) -> None:
-    answer = turn_answer(status=status, output=output, finish_reason=model_reason)
+    answer = turn_answer(status=status, output=as_items(output), finish_reason=model_reason)
     assert answer.finish_reason == expected
 
 
@@ -54,7 +59,7 @@ def test_failed_and_cancelled_turns_are_failures_even_with_text(
 
 def test_incomplete_calls_are_not_left_to_the_client() -> None:
     cut = {**CALL, "status": "incomplete"}
-    answer = turn_answer(status=TurnStatus.COMPLETED, output=[cut])
+    answer = turn_answer(status=TurnStatus.COMPLETED, output=as_items([cut]))
     assert (answer.tool_calls, answer.finish_reason) == ((), "stop")
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -39,7 +40,7 @@ def test_the_fast_chunk_writer_writes_the_same_bytes_as_the_chunk_builder() -> N
     )
 
 
-def _final(status: str, output: list[dict[str, Any]], **extra: Any) -> Event:
+def _final(status: str, output: Sequence[Mapping[str, Any]], **extra: Any) -> Event:
     return Event(ev.CHAT_COMPLETION, {"done": True, "status": status, "output": output, **extra})
 
 
@@ -49,7 +50,7 @@ def test_chat_stream_joins_message_items_and_ends_with_the_answer() -> None:
     body += stream.feed(Event(ev.OUTPUT_TEXT_DELTA, {"item_id": "a", "delta": "one"}))
     body += stream.feed(Event(ev.OUTPUT_ITEM_DONE, {"output_index": 0}))
     body += stream.feed(Event(ev.OUTPUT_TEXT_DELTA, {"item_id": "b", "delta": "two"}))
-    call = dict(function_call_item("c1", "add", "{}", status="completed"))
+    call = function_call_item("c1", "add", "{}", status="completed")
     body += stream.feed(_final("completed", [call], usage={"input_tokens": 2, "output_tokens": 1}))
     assert stream.done and body.endswith(b"data: [DONE]\n\n")
     chunks = _frames(body)
@@ -62,7 +63,7 @@ def test_chat_stream_joins_message_items_and_ends_with_the_answer() -> None:
 
 def test_chat_stream_sends_a_failure_as_an_error_frame() -> None:
     stream = ChatStream("m")
-    body = stream.feed(_final("failed", [dict(message_item("half"))], error={"content": "boom"}))
+    body = stream.feed(_final("failed", [message_item("half")], error={"content": "boom"}))
     assert _frames(body) == [
         {"error": {"message": "boom", "type": "upstream_error", "code": "failed"}}
     ]
@@ -76,7 +77,7 @@ def test_chat_stream_shows_loop_events_only_when_asked() -> None:
 
 
 def test_streamed_and_whole_chat_answers_agree() -> None:
-    text = dict(message_item("partial", status="completed"))
+    text = message_item("partial", status="completed")
     answer = turn_answer(status=TurnStatus.CAPPED, output=[text], error="limit")
     whole = completion_for(answer, "m")
     stream = ChatStream("m")

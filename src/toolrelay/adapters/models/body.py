@@ -26,6 +26,7 @@ from typing import Final
 import httpx
 
 from toolrelay.adapters.models.errors import lost_connection, timeout_error
+from toolrelay.core.formats.content import BodyFormat
 from toolrelay.errors import ProviderError
 
 __all__ = ["Deadlines", "Timeouts", "UpstreamBody"]
@@ -67,7 +68,7 @@ class UpstreamBody:
         response: httpx.Response,
         chunks: AsyncIterator[bytes],
         first: bytes | None,
-        format: str,
+        format: BodyFormat,
         deadlines: Deadlines,
     ) -> None:
         self.format = format

@@ -15,6 +15,7 @@ import orjson
 
 from toolrelay.adapters.stores.base import StoredMessage, TurnFields
 from toolrelay.core.formats.transcript import to_chat_messages
+from toolrelay.core.items import as_items
 from toolrelay.core.status import TurnStatus
 from toolrelay.engine.interfaces import Message
 
@@ -86,7 +87,7 @@ def history_messages(messages: list[StoredMessage]) -> list[Message]:
         if message.role != "assistant":
             history.append({"role": message.role, "content": message.content})
             continue
-        expanded = to_chat_messages(message.output) if message.output else []
+        expanded = to_chat_messages(as_items(message.output)) if message.output else []
         if expanded:
             history.extend(expanded)
         elif message.content:

@@ -25,7 +25,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from toolrelay.core.items import Item, item_text, output_text
+from toolrelay.core.items import (
+    FunctionCallItem,
+    Item,
+    as_items,
+    is_call,
+    is_call_output,
+    is_reasoning,
+    item_text,
+    output_text,
+)
 from toolrelay.core.status import TurnStatus, turn_status
 
 __all__ = ["TurnAnswer", "final_answer", "open_calls", "turn_answer"]
@@ -49,7 +58,7 @@ class TurnAnswer:
     output: Sequence[Item]
     text: str
     reasoning: str
-    tool_calls: tuple[Item, ...]
+    tool_calls: tuple[FunctionCallItem, ...]
     """`function_call` items left for the client to run (rule 2)."""
     finish_reason: str
     """Chat Completions `finish_reason` (rules 2-4)."""
@@ -62,19 +71,19 @@ class TurnAnswer:
     """An error the client should see beside a usable answer (the cap, rule 3)."""
 
 
-def open_calls(output: Sequence[Item]) -> list[Item]:
+def open_calls(output: Sequence[Item]) -> list[FunctionCallItem]:
     """Calls left for the client: function_calls with no output, not cut short."""
-    answered = {i.get("call_id") for i in output if i.get("type") == "function_call_output"}
+    answered = {i.get("call_id") for i in output if is_call_output(i)}
     return [
         i
         for i in output
-        if i.get("type") == "function_call"
-        and i.get("call_id") not in answered
-        and i.get("status") != "incomplete"
+        if is_call(i) and i.get("call_id") not in answered and i.get("status") != "incomplete"
     ]
 
 
-def _finish_reason(status: TurnStatus, calls: Sequence[Item], model_reason: str | None) -> str:
+def _finish_reason(
+    status: TurnStatus, calls: Sequence[FunctionCallItem], model_reason: str | None
+) -> str:
     if calls and status == TurnStatus.COMPLETED:
         return "tool_calls"
     if status == TurnStatus.CAPPED:
@@ -99,7 +108,7 @@ def turn_answer(
         status=status,
         output=output,
         text=output_text(list(output)),
-        reasoning="".join(item_text(i) for i in output if i.get("type") == "reasoning"),
+        reasoning="".join(item_text(i) for i in output if is_reasoning(i)),
         tool_calls=calls,
         finish_reason=_finish_reason(status, calls, finish_reason),
         response_status=_RESPONSE_STATUS[status],
@@ -116,7 +125,7 @@ def final_answer(data: Mapping[str, Any]) -> TurnAnswer:
     reason = data.get("finish_reason")
     return turn_answer(
         status=turn_status(data.get("status")),
-        output=data.get("output") or [],
+        output=as_items(data.get("output") or []),  # our own final event's items
         usage=data.get("usage"),
         error=message if isinstance(message, str) else None,
         finish_reason=reason if isinstance(reason, str) else None,

@@ -39,7 +39,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
-from toolrelay.core.items import Item
+from toolrelay.core.items import is_call, is_call_output
 
 __all__ = [
     "INTERRUPTED_TOOL_RESULT",
@@ -69,10 +69,10 @@ def _call_id(item: Mapping[str, Any]) -> str | None:
     return call_id if isinstance(call_id, str) and call_id else None
 
 
-def _answered_call_ids(output: Sequence[Item]) -> set[str]:
+def _answered_call_ids(output: Sequence[Mapping[str, Any]]) -> set[str]:
     """Call ids that have both a call and an output item (rule 1)."""
-    calls = {_call_id(i) for i in output if i.get("type") == "function_call"}
-    outputs = {_call_id(i) for i in output if i.get("type") == "function_call_output"}
+    calls = {_call_id(i) for i in output if is_call(i)}
+    outputs = {_call_id(i) for i in output if is_call_output(i)}
     return {c for c in calls & outputs if c is not None}
 
 
@@ -90,13 +90,13 @@ def _is_in(value: object, names: frozenset[str]) -> bool:
     return isinstance(value, str) and value in names
 
 
-def _reasoning_text(item: Item) -> str:
+def _reasoning_text(item: Mapping[str, Any]) -> str:
     return _parts_text(item.get("content"), _REASONING_PART_TYPES) or _parts_text(
         item.get("summary"), _SUMMARY_TYPES
     )
 
 
-def _reasoning_details(item: Item) -> list[dict[str, Any]]:
+def _reasoning_details(item: Mapping[str, Any]) -> list[dict[str, Any]]:
     """OpenRouter `reasoning_details` kept on a reasoning item, copied for the request."""
     details = item.get("details")
     if not isinstance(details, list):
@@ -104,7 +104,7 @@ def _reasoning_details(item: Item) -> list[dict[str, Any]]:
     return [copy.deepcopy(d) for d in details if isinstance(d, dict)]
 
 
-def _empty_code(item: Item) -> bool:
+def _empty_code(item: Mapping[str, Any]) -> bool:
     """A code-interpreter block with no code and no output says nothing: not replayed."""
     code = item.get("code")
     return not (isinstance(code, str) and code.strip()) and item.get("output") in (None, "", {})
@@ -128,7 +128,7 @@ def _split_output(value: object) -> tuple[str, list[str]]:
     return "\n".join(texts), images
 
 
-def _code_interpreter_text(item: Item) -> str:
+def _code_interpreter_text(item: Mapping[str, Any]) -> str:
     attrs = {"lang": str(item.get("lang") or "python")}
     extra = item.get("attributes")
     if isinstance(extra, Mapping):
@@ -151,14 +151,14 @@ class _ChatBuilder:
     """Buffers one assistant message's parts until its tool results arrive."""
 
     reasoning: ReasoningReplay
-    outputs: dict[str, Item]
+    outputs: dict[str, Mapping[str, Any]]
     messages: list[dict[str, Any]] = field(default_factory=list)
     texts: list[str] = field(default_factory=list)
     thoughts: list[str] = field(default_factory=list)
     details: list[dict[str, Any]] = field(default_factory=list)
-    calls: list[Item] = field(default_factory=list)
+    calls: list[Mapping[str, Any]] = field(default_factory=list)
 
-    def add(self, item: Item, answered: set[str]) -> None:
+    def add(self, item: Mapping[str, Any], answered: set[str]) -> None:
         kind = item.get("type")
         if kind == "message":
             text = _parts_text(item.get("content"))
@@ -222,14 +222,12 @@ class _ChatBuilder:
 
 
 def to_chat_messages(
-    output: Sequence[Item], *, reasoning: ReasoningReplay = "none"
+    output: Sequence[Mapping[str, Any]], *, reasoning: ReasoningReplay = "none"
 ) -> list[dict[str, Any]]:
     """Chat Completions messages to append after the history for this turn's items."""
     answered = _answered_call_ids(output)
-    outputs = {
-        i["call_id"]: i
-        for i in output
-        if i.get("type") == "function_call_output" and _call_id(i) in answered
+    outputs: dict[str, Mapping[str, Any]] = {
+        i["call_id"]: i for i in output if is_call_output(i) and _call_id(i) in answered
     }
     builder = _ChatBuilder(reasoning=reasoning, outputs=outputs)
     for item in output:
@@ -265,7 +263,7 @@ def _assistant_text_item(text: str) -> dict[str, Any]:
     }
 
 
-def _responses_item(item: Item, answered: set[str]) -> dict[str, Any] | None:
+def _responses_item(item: Mapping[str, Any], answered: set[str]) -> dict[str, Any] | None:
     """One output item as a Responses input item; None when it is not replayed."""
     kind = item.get("type")
     if kind == "message":
@@ -303,7 +301,7 @@ def _responses_item(item: Item, answered: set[str]) -> dict[str, Any] | None:
 
 
 def to_responses_input(
-    output: Sequence[Item], *, context: Sequence[Item] | None = None
+    output: Sequence[Mapping[str, Any]], *, context: Sequence[Mapping[str, Any]] | None = None
 ) -> list[dict[str, Any]]:
     """Responses API input items for this turn's items, in item order.
 
@@ -319,7 +317,9 @@ def to_responses_input(
     return [item for item in converted if item is not None]
 
 
-def used_call_ids(messages: Sequence[Mapping[str, Any]], output: Sequence[Item]) -> set[str]:
+def used_call_ids(
+    messages: Sequence[Mapping[str, Any]], output: Sequence[Mapping[str, Any]]
+) -> set[str]:
     """Every call id the conversation already holds (history calls and results, the turn's
     items): a new call reusing one gets a fresh id (`BodyReader(call_ids=…)`)."""
     used = {_call_id(i) for i in output if isinstance(i, Mapping)}

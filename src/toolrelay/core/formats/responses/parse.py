@@ -23,6 +23,8 @@ Invariants, in the spirit of h11's `_state.py`:
    settle every item still `in_progress` (`completed`, or `incomplete` when the
    response did not complete).
 6. Unknown event types and unknown item types pass through untouched.
+7. Items are handled as plain dicts, any kind alike; a known kind is created
+   and settled in its `core.items` shape, so the output is a list of `Item`s.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from toolrelay.core.items import Item
+from toolrelay.core.items import Item, as_items, raw_items
 
 __all__ = ["ReduceMeta", "reduce_event", "response_object_to_output"]
 
@@ -61,11 +63,23 @@ class ReduceMeta:
     """`response.incomplete_details.reason`, e.g. "max_output_tokens"."""
 
 
-Result = tuple[list[Item], ReduceMeta | None]
+_Raw = dict[str, Any]
+"""An item as the reducer handles it: any kind alike, as a plain dict (the wire edge)."""
+
+Result = tuple[list[_Raw], ReduceMeta | None]
 
 
-def reduce_event(event: dict[str, Any], output: Sequence[Item]) -> Result:
-    """Apply one Responses streaming event to `output`; see the module invariants."""
+def reduce_event(
+    event: dict[str, Any], output: Sequence[Mapping[str, Any]]
+) -> tuple[list[Item], ReduceMeta | None]:
+    """Apply one Responses streaming event to `output`; see the module invariants.
+
+    The items it returns are `Item`s: each known kind keeps its shape (invariant 7)."""
+    new, meta = _reduce(event, raw_items(output))
+    return as_items(new), meta
+
+
+def _reduce(event: dict[str, Any], output: Sequence[_Raw]) -> Result:
     if not isinstance(event, Mapping):
         return list(output), None
     kind = event.get("type")
@@ -89,7 +103,8 @@ def response_object_to_output(obj: dict[str, Any]) -> tuple[list[Item], ReduceMe
     status = resp.get("status")
     if not isinstance(status, str):
         status = "failed" if isinstance(resp.get("error"), Mapping) else "completed"
-    return _finish(resp, (), status)
+    output, meta = _finish(resp, (), status)
+    return as_items(output), meta
 
 
 # --- locating and editing items -------------------------------------------------
@@ -106,7 +121,7 @@ def _type_of(item: Any) -> Any:
     return item.get("type") if isinstance(item, Mapping) else None
 
 
-def _locate(event: Event, output: Sequence[Item], item_type: str) -> int | None:
+def _locate(event: Event, output: Sequence[_Raw], item_type: str) -> int | None:
     """Index of the target item, `len(output)` to create it, None to ignore the event."""
     n = len(output)
     idx = _index(event.get("output_index"))
@@ -124,7 +139,7 @@ def _locate(event: Event, output: Sequence[Item], item_type: str) -> int | None:
     return None
 
 
-def _new_item(item_type: str, item_id: Any) -> Item:
+def _new_item(item_type: str, item_id: Any) -> _Raw:
     """The item a delta creates when no `output_item.added` announced it."""
     ident = item_id if isinstance(item_id, str) else ""
     if item_type == "function_call":
@@ -154,8 +169,8 @@ def _new_item(item_type: str, item_id: Any) -> Item:
 
 
 def _edit_item(
-    event: Event, output: Sequence[Item], item_type: str, change: Callable[[Item], Item | None]
-) -> list[Item]:
+    event: Event, output: Sequence[_Raw], item_type: str, change: Callable[[_Raw], _Raw | None]
+) -> list[_Raw]:
     """Replace (or create) the event's target item with `change(item)`; None = no change."""
     i = _locate(event, output, item_type)
     if i is None:
@@ -173,8 +188,8 @@ def _edit_item(
 
 
 def _with_part(
-    item: Item, field: str, index: int | None, blank: Part, update: Callable[[Part], Part | None]
-) -> Item | None:
+    item: _Raw, field: str, index: int | None, blank: Part, update: Callable[[Part], Part | None]
+) -> _Raw | None:
     """A copy of `item` whose `field[index]` part is `update(part)`; index None appends."""
     raw = item.get(field)
     parts = list(raw) if isinstance(raw, list) else []
@@ -240,7 +255,7 @@ _TEXT_EVENTS: Final[dict[str, _TextSpec]] = {
 }
 
 
-def _text_event(spec: _TextSpec, event: Event, output: Sequence[Item]) -> list[Item]:
+def _text_event(spec: _TextSpec, event: Event, output: Sequence[_Raw]) -> list[_Raw]:
     """Append a delta to, or set the final text of, one part (or the call's arguments)."""
     value = event.get(spec.source)
     if not isinstance(value, str):
@@ -254,7 +269,7 @@ def _text_event(spec: _TextSpec, event: Event, output: Sequence[Item]) -> list[I
     if not spec.field:
         name = event.get("name")
 
-        def change(item: Item) -> Item:
+        def change(item: _Raw) -> _Raw:
             new = {**item, spec.key: merged(item)}
             if isinstance(name, str) and name and not item.get("name"):
                 new["name"] = name  # some providers name the call only on `.done`
@@ -298,7 +313,7 @@ _PART_EVENTS: Final[dict[str, _PartSpec]] = {
 }
 
 
-def _part_event(spec: _PartSpec, event: Event, output: Sequence[Item]) -> list[Item]:
+def _part_event(spec: _PartSpec, event: Event, output: Sequence[_Raw]) -> list[_Raw]:
     """Put the event's `part` at its index (added: the empty part; done: the final one)."""
     part = event.get("part")
     if not isinstance(part, dict):
@@ -320,7 +335,7 @@ def _part_event(spec: _PartSpec, event: Event, output: Sequence[Item]) -> list[I
     )
 
 
-def _annotation_added(event: Event, output: Sequence[Item]) -> Result:
+def _annotation_added(event: Event, output: Sequence[_Raw]) -> Result:
     """`response.output_text.annotation.added`: a citation on one text part."""
     annotation = event.get("annotation")
     if not isinstance(annotation, dict):
@@ -361,14 +376,14 @@ def _same_item(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
     return bool(call_id) and a.get("type") == b.get("type") and a.get("call_id") == call_id
 
 
-def _find_same(output: Sequence[Item], item: Mapping[str, Any]) -> int | None:
+def _find_same(output: Sequence[_Raw], item: Mapping[str, Any]) -> int | None:
     for i, other in enumerate(output):
         if isinstance(other, Mapping) and _same_item(other, item):
             return i
     return None
 
 
-def _item_added(event: Event, output: Sequence[Item]) -> Result:
+def _item_added(event: Event, output: Sequence[_Raw]) -> Result:
     """Insert at `output_index`, or replace an item it repeats (same id / call)."""
     item = event.get("item")
     out = list(output)
@@ -385,7 +400,7 @@ def _item_added(event: Event, output: Sequence[Item]) -> Result:
     return out, None
 
 
-def _item_done(event: Event, output: Sequence[Item]) -> Result:
+def _item_done(event: Event, output: Sequence[_Raw]) -> Result:
     """Replace the item at `output_index`, or the same item elsewhere, else append."""
     item = event.get("item")
     out = list(output)
@@ -417,13 +432,13 @@ def _str_or_none(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _started(event: Event, output: Sequence[Item]) -> Result:
+def _started(event: Event, output: Sequence[_Raw]) -> Result:
     """`response.created` / `in_progress` / `queued`: only the response id matters."""
     response_id = _str_or_none(_response(event).get("id"))
     return list(output), ReduceMeta(response_id=response_id) if response_id else None
 
 
-def _settle(item: Item, status: str) -> Item:
+def _settle(item: _Raw, status: str) -> _Raw:
     """A copy marked `status` if the item was still streaming; else the item itself."""
     if isinstance(item, Mapping) and item.get("status") == "in_progress":
         return {**item, "status": status}
@@ -441,8 +456,8 @@ def _error_message(error: Any, fallback: str) -> str:
 
 
 def _finish(
-    resp: Mapping[str, Any], current: Sequence[Item], status: str
-) -> tuple[list[Item], ReduceMeta]:
+    resp: Mapping[str, Any], current: Sequence[_Raw], status: str
+) -> tuple[list[_Raw], ReduceMeta]:
     """The final output and meta of a response that ended with `status`."""
     final = resp.get("output")
     items = [i for i in final if isinstance(i, dict)] if isinstance(final, list) else []
@@ -468,14 +483,14 @@ def _finish(
     return items, meta
 
 
-def _finisher(status: str) -> Callable[[Event, Sequence[Item]], Result]:
-    def handler(event: Event, output: Sequence[Item]) -> Result:
+def _finisher(status: str) -> Callable[[Event, Sequence[_Raw]], Result]:
+    def handler(event: Event, output: Sequence[_Raw]) -> Result:
         return _finish(_response(event), output, status)
 
     return handler
 
 
-def _error_event(event: Event, output: Sequence[Item]) -> Result:
+def _error_event(event: Event, output: Sequence[_Raw]) -> Result:
     """Top-level `error` (`{type, code, message, param}`); some providers nest `error`."""
     nested = event.get("error")
     message = _error_message(event, "") or _error_message(nested, "provider error")
@@ -483,7 +498,7 @@ def _error_event(event: Event, output: Sequence[Item]) -> Result:
     return list(output), ReduceMeta(error=message, error_data=data)
 
 
-_HANDLERS: Final[dict[str, Callable[[Event, Sequence[Item]], Result]]] = {
+_HANDLERS: Final[dict[str, Callable[[Event, Sequence[_Raw]], Result]]] = {
     "response.created": _started,
     "response.in_progress": _started,
     "response.queued": _started,
