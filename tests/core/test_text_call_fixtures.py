@@ -25,6 +25,7 @@ from toolrelay.core import events as ev
 from toolrelay.core.body import BodyReader, read_body
 from toolrelay.core.events import Event
 from toolrelay.core.formats.content import detect_format
+from toolrelay.core.items import raw_items
 from toolrelay.testing.wire import ToolCallSpec, chat_chunks, chat_completion, render_sse
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "text_tool_calls"
@@ -135,15 +136,15 @@ def test_a_recognised_call_is_the_item_a_native_one_is() -> None:
         sse(tool_calls=[ToolCallSpec("get_weather", {"city": "Paris"})]), text_tools=WEATHER
     )
     assert mask(from_text.to_dict()) == mask(native.to_dict())
-    assert from_text.output[0]["call_id"] != native.output[0]["call_id"]
+    assert raw_items(from_text.output)[0]["call_id"] != raw_items(native.output)[0]["call_id"]
 
 
 def test_a_native_call_wins_and_the_held_text_is_kept() -> None:
     body = sse(text=['{"name": "get_', "time"], tool_calls=[ToolCallSpec("get_weather", {})])
     result, _ = read_body(body, text_tools=WEATHER)
     assert [i["type"] for i in result.output] == ["message", "function_call"]
-    assert result.output[0]["content"][0]["text"] == '{"name": "get_time'
-    assert result.output[1]["name"] == "get_weather"
+    assert raw_items(result.output)[0]["content"][0]["text"] == '{"name": "get_time'
+    assert raw_items(result.output)[1]["name"] == "get_weather"
 
 
 def test_a_cut_body_makes_no_call_and_loses_no_text() -> None:
@@ -152,7 +153,7 @@ def test_a_cut_body_makes_no_call_and_loses_no_text() -> None:
     result, _ = read_body(body, text_tools=WEATHER)
     assert result.error is not None and result.finish_reason == "error"
     assert [i["type"] for i in result.output] == ["message"]
-    assert result.output[0]["content"][0]["text"] == CALL_TEXT
+    assert raw_items(result.output)[0]["content"][0]["text"] == CALL_TEXT
 
 
 def test_a_call_stopped_by_the_token_limit_stays_text() -> None:
@@ -181,7 +182,7 @@ def test_reasoning_before_the_call_stays_reasoning() -> None:
     text = ["<think>", "The user wants Paris.", "</think>", "\n\n", CALL_TEXT]
     result, events = read_body(sse(text=text), text_tools=WEATHER)
     assert [i["type"] for i in result.output] == ["reasoning", "function_call"]
-    assert result.output[0]["content"][0]["text"] == "The user wants Paris."
+    assert raw_items(result.output)[0]["content"][0]["text"] == "The user wants Paris."
     assert not [e for e in events if e.type == ev.OUTPUT_TEXT_DELTA]
 
 

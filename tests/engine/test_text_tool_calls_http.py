@@ -17,6 +17,7 @@ import pytest
 from toolrelay import Relay, tool
 from toolrelay.adapters.models import OpenAIChat
 from toolrelay.core import events as ev
+from toolrelay.core.items import raw_items
 from toolrelay.testing import FakeModelServer, JSONReply, SSEReply
 from toolrelay.testing.fake_server import BodyReply
 from toolrelay.testing.sinks import ListSink
@@ -81,7 +82,7 @@ async def test_a_call_written_as_text_runs_and_the_answer_follows(
         "function_call_output",
         "message",
     ]
-    call, output, _ = result.output
+    call, output, _ = raw_items(result.output)
     assert (call["name"], call["arguments"]) == ("get_weather", '{"city":"Paris"}')
     assert call["call_id"].startswith("call_") and output["call_id"] == call["call_id"]
     assert output["output"] == "Sunny, 21 degrees Celsius in Paris"
