@@ -132,15 +132,19 @@ def test_serve_runs_uvicorn_with_the_settings_and_flags(
     fake_app.create_app = create_app  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "toolrelay.server.app", fake_app)
     monkeypatch.setattr("uvicorn.run", lambda app, **kw: calls.append((app, kw)))
+    logs: list[tuple[Any, ...]] = []
+    monkeypatch.setattr("toolrelay.server.logs.configure_logging", lambda *a, **kw: logs.append(a))
 
     assert invoke("serve", "--config", str(config)).exit_code == 0
-    assert (
-        invoke("serve", "--config", str(config), "--port", "8001", "--host", "::1").exit_code == 0
-    )
+    flags = ["--port", "8001", "--host", "::1", "--log-level", "debug", "--log-format", "json"]
+    assert invoke("serve", "--config", str(config), *flags).exit_code == 0
+    quiet = {"log_config": None, "log_level": "info"}
     assert calls == [
-        (("app", 9123), {"host": "0.0.0.0", "port": 9123}),
-        (("app", 9123), {"host": "::1", "port": 8001}),
+        (("app", 9123), {"host": "0.0.0.0", "port": 9123, **quiet}),
+        (("app", 8001), {"host": "::1", "port": 8001, "log_config": None, "log_level": "debug"}),
     ]
+    assert logs == [("INFO", "pretty"), ("DEBUG", "json")]
+    assert invoke("serve", "--config", str(config), "--log-level", "loud").exit_code == 2
 
 
 def test_serve_with_a_bad_config_exits_2(tmp_path: Path) -> None:

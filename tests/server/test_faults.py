@@ -165,7 +165,9 @@ def test_upstream_500_non_stream_is_502_with_its_message(running: Running) -> No
     assert info.value.status_code == 502
     body = info.value.body
     assert isinstance(body, dict)
-    assert body["message"] == f"Model server returned 500: {OVERLOADED}"
+    message, _, request_id = body["message"].partition(" (request id ")
+    assert message == f"Model server returned 500: {OVERLOADED}"
+    assert request_id == f"{info.value.response.headers['x-request-id']})"  # as the log says
     assert len(running.upstream.requests) == DEFAULT_RETRY.attempts  # retried, then gave up
     with running.client() as client:
         assert_still_serving(running, client)

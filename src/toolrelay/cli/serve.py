@@ -13,7 +13,7 @@ CLI module that imports `toolrelay.server`, lazily, to start it.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 
@@ -38,6 +38,14 @@ def serve(
             "--no-local", help="Do not serve the embedded model when no model is configured."
         ),
     ] = False,
+    log_level: Annotated[
+        str | None,
+        typer.Option("--log-level", help="DEBUG, INFO, WARNING, ERROR (or TOOLRELAY_LOG_LEVEL)."),
+    ] = None,
+    log_format: Annotated[
+        Literal["pretty", "json"] | None,
+        typer.Option("--log-format", help="pretty (a terminal) or json (one object a line)."),
+    ] = None,
 ) -> None:
     """Run the HTTP server (OpenAI-compatible API, chat API, web page)."""
     from toolrelay.config import build_registry, load_settings
@@ -47,6 +55,7 @@ def serve(
     try:
         require("toolrelay serve", "server", SERVER)
         settings = load_settings(config)
+        settings = _with_flags(settings, host, port, log_level, log_format)
         require_for_urls(settings.database_url, settings.events_url)
         _make_dir(settings.data_dir)
         registry = build_registry(settings)  # every configuration problem before the model loads
@@ -61,12 +70,17 @@ def serve(
     import uvicorn
 
     from toolrelay.server.app import create_app
+    from toolrelay.server.logs import configure_logging
+    from toolrelay.server.startup_log import config_secrets
 
+    configure_logging(settings.log_level, settings.log_format, secrets=config_secrets(settings))
     try:
         uvicorn.run(
             create_app(settings, registry=registry),
-            host=host or settings.host,
-            port=port if port is not None else settings.port,
+            host=settings.host,
+            port=settings.port,
+            log_config=None,  # uvicorn's lines go through toolrelay's handler (format, masking)
+            log_level=settings.log_level.lower(),
         )
     finally:
         if local is not None:
@@ -100,6 +114,28 @@ def _start_local(settings: Settings) -> tuple[Settings, LocalModel]:
             bar.stop()
     console.print(f"toolrelay: {local.describe()}", highlight=False, markup=False, soft_wrap=True)
     return settings, local
+
+
+def _with_flags(
+    settings: Settings,
+    host: str | None,
+    port: int | None,
+    log_level: str | None,
+    log_format: str | None,
+) -> Settings:
+    """The flags win over the settings (checked like the settings: one line, exit 2)."""
+    from pydantic import ValidationError
+
+    given = {"host": host, "port": port, "log_level": log_level, "log_format": log_format}
+    changes = {k: v for k, v in given.items() if v is not None}
+    if not changes:
+        return settings
+    try:
+        return type(settings).model_validate({**settings.model_dump(), **changes})
+    except ValidationError as exc:
+        problem = exc.errors()[0]
+        where = ".".join(str(p) for p in problem.get("loc", ()))
+        raise ConfigError(f"--{where.replace('_', '-')}: {problem.get('msg')}") from None
 
 
 def _make_dir(path: Path) -> None:

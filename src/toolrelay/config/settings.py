@@ -224,6 +224,24 @@ class Settings(BaseSettings):
     """llama.cpp threads for the embedded model; unset: one fewer than the cores, at least 1."""
     local_ctx: int = Field(default=8192, ge=512)
     """The embedded model's context in tokens (shared by its two slots)."""
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = "INFO"
+    log_format: Literal["pretty", "json"] = "pretty"
+    metrics_port: int | None = Field(default=None, ge=0, le=65535)
+    """`/metrics` on its own port with no key (bind it where only Prometheus reaches);
+    unset: `/metrics` on the main port, for admin keys."""
+    otel_endpoint: str | None = None
+    """OTLP/HTTP endpoint for traces (the `otel` extra); unset: spans go to the process's
+    tracer provider when one is set up (`opentelemetry-instrument`), else nowhere."""
+    log_api_turns: bool = True
+    """Save `/v1/*` turns as chats of the caller (listed and searched like any chat)."""
+    api_turns_max_age_days: float | None = Field(default=None, gt=0)
+    api_turns_max_count: int | None = Field(default=None, ge=1)
+    """Retention of saved `/v1` turns: older ones, or all but the newest N, are deleted."""
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _level_upper(cls, value: Any) -> Any:
+        return value.upper() if isinstance(value, str) else value
 
     @classmethod
     def settings_customise_sources(

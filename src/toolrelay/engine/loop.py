@@ -61,6 +61,7 @@ from toolrelay.engine.interfaces import (
 )
 from toolrelay.engine.interpreter import CodeRunner
 from toolrelay.engine.limits import RunLimits
+from toolrelay.engine.observer import ModelCall, Observer, TurnObserver, TurnStart, TurnSummary
 from toolrelay.engine.pending import PendingCalls
 from toolrelay.engine.tool_runner import BatchOutcome, RepeatsStopped, ToolEnv, run_batch
 from toolrelay.errors import ProviderError
@@ -89,6 +90,8 @@ class TurnSetup:
     text_tool_calls: bool = False
     """Calls to offered tools that the model writes as text become real calls (issue 14)."""
     clock: Callable[[], float] = time.monotonic
+    observer: Observer | None = None
+    """Logs, metrics, traces (`engine.observer`); None skips every hook."""
 
 
 class Turn:
@@ -122,8 +125,19 @@ class Turn:
             quiet=self.emitter.quiet,
         )
         self._tool_specs = [t.spec.openai_spec() for t in setup.tools.values()]
+        self.watch: TurnObserver | None = None
 
     async def run(self) -> RunResult:
+        observer = self.setup.observer
+        if observer is None:
+            return await self._run()
+        ctx = self.setup.context
+        start = TurnStart(ctx.message_id or "", ctx.chat_id, self.setup.finisher.model_name)
+        with observer.turn(start) as watch:
+            self.watch = self.tool_env.watch = watch
+            return await self._run()
+
+    async def _run(self) -> RunResult:
         try:
             result = await self._loop()
         except asyncio.CancelledError:
@@ -207,7 +221,17 @@ class Turn:
     async def _read(self, request: ModelRequest) -> ReadResult:
         """Read one response to its end; faults become the result's error."""
         start = self.setup.clock()
-        read = await self._read_body(request)
+        if self.watch is None:
+            read = await self._read_body(request, None)
+        else:
+            call = ModelCall(self.iterations)
+            with self.watch.model_call(call):
+                read = await self._read_body(request, call)
+                call.error, call.usage, call.finish_reason = (
+                    read.error,
+                    read.usage,
+                    read.finish_reason,
+                )
         step: dict[str, Any] = {"step": "model", "s": round(self.setup.clock() - start, 4)}
         if read.usage:
             step["usage"] = read.usage
@@ -216,13 +240,16 @@ class Turn:
         self.steps.append(step)
         return read
 
-    async def _read_body(self, request: ModelRequest) -> ReadResult:
+    async def _read_body(self, request: ModelRequest, call: ModelCall | None) -> ReadResult:
         setup = self.setup
+        opened = setup.clock()
         try:
             stream = await setup.model.open(request)
         except ProviderError as exc:
             await self.emitter.emit(_error_event(exc.message))
             return ReadResult([], None, None, exc.message, None, True)
+        if call is not None:
+            call.ttfb_s = setup.clock() - opened
         reader = self._reader = BodyReader(
             stream.format,
             tags=setup.tags,
@@ -320,6 +347,9 @@ class Turn:
         }
         if note:
             timings["note"] = note
+        if self.watch is not None:
+            reason = finish_reason or self.finish_reason
+            self.watch.finished(self._summary(status, error, timings["total_s"], reason))
         end = TurnEnd(
             messages=self.setup.messages,
             output=self.output,
@@ -333,6 +363,21 @@ class Turn:
         result = await self.setup.finisher.finish(end, self.emitter.emit)
         await self.emitter.flush()
         return result
+
+    def _summary(
+        self, status: TurnStatus, error: str | None, duration: float, reason: str | None
+    ) -> TurnSummary:
+        steps = self.steps
+        return TurnSummary(
+            status=status.value,
+            iterations=self.iterations,
+            model_calls=sum(1 for s in steps if s["step"] == "model"),
+            tool_calls=sum(s.get("calls", 0) for s in steps if s["step"] == "tools"),
+            usage=dict(self.usage),
+            duration_s=duration,
+            error=error,
+            finish_reason=reason,
+        )
 
     async def _crashed(self, exc: Exception) -> RunResult:
         error = f"Internal error ({type(exc).__name__}) in this turn; the server log has details."

@@ -30,6 +30,7 @@ from toolrelay.engine.interfaces import (
 from toolrelay.engine.interpreter import CodeRunner
 from toolrelay.engine.limits import RunLimits
 from toolrelay.engine.loop import Turn, TurnSetup
+from toolrelay.engine.observer import Observer
 from toolrelay.engine.pending import PendingCalls
 from toolrelay.engine.sinks import NullSink, stream_events
 from toolrelay.engine.toolbox import Toolbox
@@ -56,6 +57,7 @@ class Relay:
         capabilities: Mapping[str, Any] | None = None,
         builtin_tools: Mapping[str, Any] | None = None,
         text_tool_calls: bool = False,
+        observer: Observer | None = None,
     ) -> None:
         """`tools` are `Tool`s (`@tool` makes one of a function) and `ToolSource`s
         (`MCPServer`, `OpenAPIServer`, `ToolFile`); names must differ.
@@ -65,6 +67,7 @@ class Relay:
         the code-interpreter gates read (SPEC R5); `code_runner` is the global one.
         `text_tool_calls`: a model that writes its tool calls as JSON text in its
         answer (small local models) gets them run as real calls (`core.text_tool_calls`).
+        `observer` watches each turn (logs, metrics, traces: `engine.observer`).
         """
         self.model = model
         fixed: list[Tool] = []
@@ -90,6 +93,7 @@ class Relay:
         self.capabilities = capabilities
         self.builtin_tools = builtin_tools
         self.text_tool_calls = text_tool_calls
+        self.observer = observer
         self.pending = PendingCalls()
 
     def coerce(self, item: object) -> object:
@@ -161,6 +165,7 @@ class Relay:
             rag=take_snapshot(history, sources) if sources else None,
             deferred=frozenset(deferred),
             text_tool_calls=self.text_tool_calls,
+            observer=self.observer,
         )
         return await Turn(setup).run()
 

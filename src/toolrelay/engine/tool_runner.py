@@ -37,6 +37,7 @@ from toolrelay.core.tool_results import (
 )
 from toolrelay.engine.interfaces import Tool, ToolContext
 from toolrelay.engine.limits import RunLimits
+from toolrelay.engine.observer import ToolCall, TurnObserver
 from toolrelay.engine.pending import PendingCalls
 
 Emit = Callable[[Event], Awaitable[None]]
@@ -54,6 +55,8 @@ class ToolEnv:
     repeats: Repeats = field(default_factory=Repeats)
     quiet: bool = False
     """Nobody is listening: skip building the events only a client would read."""
+    watch: TurnObserver | None = None
+    """The turn's observer (`engine.observer`); None: no hook is called."""
 
 
 @dataclass(slots=True)
@@ -163,13 +166,15 @@ def _repeat_text(name: str, count: int) -> str:
 async def _run_one(prep: _Prepared, env: ToolEnv, index: int) -> FunctionCallOutputItem:
     call = prep.call
     name = str(call.get("name"))
-    status = "completed"
-    if prep.verdict is not None:
-        result, status = NormalisedResult(prep.verdict), "failed"
+    if env.watch is None:
+        result, status = await _result(prep, name, env)
     else:
-        assert prep.tool is not None
-        result, status = await _invoke(prep.tool, name, prep.args, call, env)
-        await _side_events(name, prep.args, result, env, cite=status == "completed")
+        record = ToolCall(name, str(call.get("call_id")))
+        with env.watch.tool_call(record):
+            result, status = await _result(prep, name, env)
+            record.status = status
+            if status != "completed":
+                record.error = result.text
     output = function_call_output_item(
         str(call.get("call_id")), result_output_parts(result), status=status
     )
@@ -181,6 +186,16 @@ async def _run_one(prep: _Prepared, env: ToolEnv, index: int) -> FunctionCallOut
         shown = strip_base64(output)
         await env.emit(Event(ev.OUTPUT_ITEM_DONE, {"output_index": index, "item": shown}))
     return output
+
+
+async def _result(prep: _Prepared, name: str, env: ToolEnv) -> tuple[NormalisedResult, str]:
+    """The call's result and status: a verdict decided before, or the tool's answer."""
+    if prep.verdict is not None:
+        return NormalisedResult(prep.verdict), "failed"
+    assert prep.tool is not None
+    result, status = await _invoke(prep.tool, name, prep.args, prep.call, env)
+    await _side_events(name, prep.args, result, env, cite=status == "completed")
+    return result, status
 
 
 async def _invoke(

@@ -24,12 +24,15 @@ from toolrelay.config.settings import Settings
 from toolrelay.server.auth import KeyCache
 from toolrelay.server.durability import Durability
 from toolrelay.server.errors import BodyLimit, JSONBody, install_error_handlers
+from toolrelay.server.logs import RequestIds
 from toolrelay.server.openapi import fix_openapi
-from toolrelay.server.routes import admin, chats, openai, responses, tools, web
+from toolrelay.server.routes import admin, chats, health, openai, responses, tools, web
 from toolrelay.server.services import Services
 from toolrelay.server.session import load_secret
 from toolrelay.server.shutdown import Stopping
+from toolrelay.server.startup_log import log_startup
 from toolrelay.server.streams import cancel_streams
+from toolrelay.server.turn_log import TurnLog
 from toolrelay.server.turns import TurnManager
 
 log = logging.getLogger("toolrelay.server")
@@ -77,7 +80,7 @@ def create_app(settings: Settings, *, registry: Registry | None = None) -> FastA
         if not live.routes:
             log.warning("no model configured.\n%s", setup_hint())
         durability = Durability(lease_ttl=settings.turn_lease_s, checkpoint_s=settings.checkpoint_s)
-        turns = TurnManager(store, bus, live, durability)
+        turns = TurnManager(store, bus, live, durability, observer=TurnLog())
         await turns.recover()
 
         async def cancel_running() -> None:
@@ -90,6 +93,7 @@ def create_app(settings: Settings, *, registry: Registry | None = None) -> FastA
         app.state.services = Services(
             settings, store, bus, live, turns, KeyCache(store), stopping, secret
         )
+        log_startup(settings, live, f"http://{settings.host}:{settings.port}/")
         try:
             yield
         finally:
@@ -115,6 +119,7 @@ def create_app(settings: Settings, *, registry: Registry | None = None) -> FastA
             allow_headers=["*"],
         )
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes, timeout=settings.body_timeout_s)
-    for module in (openai, responses, chats, admin, tools, web):
+    app.add_middleware(RequestIds)
+    for module in (openai, responses, chats, admin, tools, web, health):
         app.include_router(module.router)
     return app

@@ -18,6 +18,8 @@ from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from toolrelay.server.logs import REQUEST_ID
+
 log = logging.getLogger("toolrelay.server")
 
 _TYPES = {
@@ -73,7 +75,12 @@ def error_body(
 
 
 def error_response(exc: APIError) -> JSONBody:
-    body = error_body(exc.message, type=exc.type, code=exc.code, param=exc.param)
+    """The error as OpenAI shapes it; a 5xx names the request id, which the log lines carry."""
+    message = exc.message
+    request_id = REQUEST_ID.get()
+    if exc.status >= 500 and request_id:
+        message = f"{message} (request id {request_id})"
+    body = error_body(message, type=exc.type, code=exc.code, param=exc.param)
     headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
     return JSONBody(body, status_code=exc.status, headers=headers)
 

@@ -23,6 +23,7 @@ from toolrelay.config.registry import Registry
 from toolrelay.core.events import Event
 from toolrelay.core.ids import new_id
 from toolrelay.engine.interfaces import ChatStore, Message, Tool
+from toolrelay.engine.observer import Observer
 from toolrelay.engine.relay import Relay
 from toolrelay.server.durability import (
     Durability,
@@ -88,8 +89,12 @@ class TurnManager:
         bus: EventBus,
         registry: Registry,
         durability: Durability | None = None,
+        *,
+        observer: Observer | None = None,
     ) -> None:
         self.store = store
+        self.observer = observer
+        """Logs, metrics and traces of every turn this server runs (chat API and /v1)."""
         self.bus = bus
         self.registry = registry
         self.durability = durability or Durability()
@@ -107,6 +112,7 @@ class TurnManager:
             task_model=reg.task_client if store is not None else None,
             name=route,
             text_tool_calls=reg.routes[route].text_tool_calls,
+            observer=self.observer,
         )
 
     async def running(self, chat_id: str) -> bool:

@@ -122,6 +122,10 @@ class EventBus(Protocol):
         """Stop live subscribers and listeners and release connections."""
         ...
 
+    async def ping(self) -> None:
+        """Raise when the bus cannot be reached (`/readyz`)."""
+        ...
+
 
 def make_bus(url: str | None, *, seq_base: SeqBase | None = clock_seq_base) -> EventBus:
     """The bus a setting names: None or "memory" for in-process, "redis://…" for Redis."""

@@ -210,6 +210,10 @@ class MemoryBus:
             for queue in listeners:
                 queue.put_nowait(None)
 
+    async def ping(self) -> None:
+        """In-process: reachable while the process lives."""
+        return None
+
     # -- retention ---------------------------------------------------------
 
     def _channel(self, channel: str) -> _Channel:

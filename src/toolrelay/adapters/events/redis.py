@@ -288,6 +288,10 @@ class RedisBus:
             await asyncio.gather(*self._cleanups, return_exceptions=True)
         await self._client.aclose()
 
+    async def ping(self) -> None:
+        """A Redis PING; raises when the server cannot be reached."""
+        await self._client.ping()
+
     # -- helpers -----------------------------------------------------------
 
     def _keys(self, channel: str) -> list[str]:

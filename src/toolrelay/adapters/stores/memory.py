@@ -55,6 +55,9 @@ class MemoryStore:
     async def close(self) -> None:
         return None
 
+    async def ping(self) -> None:
+        return None
+
     # users and API keys
 
     async def create_user(self, name: str, *, is_admin: bool = False) -> User:

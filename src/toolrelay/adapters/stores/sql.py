@@ -232,6 +232,11 @@ class SQLStore:
     async def close(self) -> None:
         await self._engine.dispose()
 
+    async def ping(self) -> None:
+        """One `SELECT 1` on a pooled connection; raises when the database is unreachable."""
+        async with self._engine.connect() as connection:
+            await connection.execute(select(1))
+
     @contextlib.asynccontextmanager
     async def _write(self) -> AsyncIterator[AsyncSession]:
         """A write transaction; on SQLite, one at a time (see the module docstring)."""

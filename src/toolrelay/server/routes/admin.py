@@ -1,4 +1,4 @@
-"""Admin endpoints (API keys) and the health check."""
+"""Admin endpoints (API keys); the health checks are in `health.py`."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from fastapi import APIRouter
 from toolrelay.adapters.stores import ApiKey
 from toolrelay.server.errors import APIError
 from toolrelay.server.guard import GuardedRoute
-from toolrelay.server.openapi import Health, KeyCreated, KeyList, doc
+from toolrelay.server.openapi import KeyCreated, KeyList, doc
 from toolrelay.server.schemas import KeyCreate
 from toolrelay.server.services import AdminDep, ServicesDep
 
@@ -51,8 +51,3 @@ async def revoke_key(key_id: str, svc: ServicesDep, _: AdminDep) -> None:
     if not await svc.store.revoke_api_key(key_id):
         raise APIError(404, f"No active key '{key_id}'.", code="key_not_found")
     svc.keys.clear()
-
-
-@router.get("/healthz", response_model=None, responses=doc(Health))
-async def health() -> dict[str, str]:
-    return {"status": "ok"}

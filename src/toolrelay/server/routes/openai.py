@@ -21,6 +21,7 @@ from toolrelay.core.formats.chat_completions.render import ChatStream, completio
 from toolrelay.server.client_tools import turn_args
 from toolrelay.server.errors import APIError, JSONBody
 from toolrelay.server.guard import GuardedRoute
+from toolrelay.server.logs import REQUEST_ID
 from toolrelay.server.openapi import ModelList, OpenAIObject, doc
 from toolrelay.server.params import client_params
 from toolrelay.server.schemas import ChatCompletionRequest
@@ -49,6 +50,7 @@ async def chat_completions(
     messages = [m.model_dump(exclude_none=True) for m in body.messages]
     run_args = turn_args(user, body.tools)
     run_args["params"] = sampling_params(body, svc.registry.routes[route])
+    run_args["message_id"] = REQUEST_ID.get()  # the turn's id is the request's (X-Request-ID)
     if body.stream:
         usage = body.stream_options is not None and body.stream_options.include_usage
         writer = ChatStream(route, include_usage=usage, events=body.toolrelay_events)

@@ -21,6 +21,7 @@ from toolrelay.core.ids import new_id
 from toolrelay.server.client_tools import turn_args
 from toolrelay.server.errors import APIError, JSONBody
 from toolrelay.server.guard import GuardedRoute
+from toolrelay.server.logs import REQUEST_ID
 from toolrelay.server.openapi import OpenAIObject, doc
 from toolrelay.server.params import client_params
 from toolrelay.server.routes.openai import SSE_HEADERS
@@ -49,6 +50,7 @@ async def responses(
     relay = svc.turns.relay_for(route)
     run_args = turn_args(user, [t for t in body.tools or () if t.type == "function" and t.name])
     run_args["params"] = sampling_params(body, svc.registry.routes[route])
+    run_args["message_id"] = REQUEST_ID.get()  # the turn's id is the request's (X-Request-ID)
     if body.stream:
         writer = ResponsesStream(route)
         stream = sse_body(relay.stream(messages, **run_args), writer, svc.settings.keepalive_s)

@@ -1,0 +1,53 @@
+"""`GET /healthz` (the process answers) and `GET /readyz` (it can serve: store and bus reachable).
+
+No API key on either: load balancers and orchestrators probe them. `/readyz`
+answers 503, naming what failed, when the database or the event bus does not
+answer within `READY_TIMEOUT_S`; `/healthz` only says the event loop runs, so
+a database outage does not get the process restarted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+
+from fastapi import APIRouter
+
+from toolrelay.server.errors import JSONBody
+from toolrelay.server.openapi import Health, doc
+from toolrelay.server.services import ServicesDep
+
+router = APIRouter()
+log = logging.getLogger("toolrelay.server")
+
+READY_TIMEOUT_S = 2.0
+
+
+@router.get("/healthz", response_model=None, responses=doc(Health))
+async def healthz() -> dict[str, str]:
+    """Liveness: the server process is up and its event loop answers."""
+    return {"status": "ok"}
+
+
+@router.get("/readyz", response_model=None, responses={503: {"description": "Not ready"}})
+async def readyz(svc: ServicesDep) -> JSONBody:
+    """Readiness: the store and the event bus answer; 503 naming the one that does not."""
+    store, bus = await asyncio.gather(_check("store", svc.store.ping), _check("bus", svc.bus.ping))
+    ready = store == "ok" and bus == "ok"
+    body = {"status": "ok" if ready else "unavailable", "checks": {"store": store, "bus": bus}}
+    return JSONBody(body, status_code=200 if ready else 503)
+
+
+async def _check(name: str, ping: Callable[[], Awaitable[None]]) -> str:
+    """`ok`, or a short reason (the details go to the log: the probe needs no key)."""
+    try:
+        async with asyncio.timeout(READY_TIMEOUT_S):
+            await ping()
+    except TimeoutError:
+        log.warning("not ready: the %s did not answer in %g s", name, READY_TIMEOUT_S)
+        return "timeout"
+    except Exception as exc:
+        log.warning("not ready: the %s is unreachable: %s: %s", name, type(exc).__name__, exc)
+        return f"error: {type(exc).__name__}"
+    return "ok"

@@ -1,0 +1,78 @@
+"""The lines `toolrelay serve` logs once it is up: what it serves, from where, and where to look.
+
+Routes (name, kind, upstream model and host), tools, tool servers with their
+status, the store, the bus and the URL to open. Secrets stay out: a URL's
+password is masked here and again by the log's redactor.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from collections.abc import Iterator, Mapping
+
+from toolrelay.config.registry import Registry
+from toolrelay.config.settings import Settings
+from toolrelay.server.logs import fields
+
+__all__ = ["config_secrets", "log_startup", "safe_url"]
+
+log = logging.getLogger("toolrelay.server")
+
+_USERINFO = re.compile(r"(://)[^/@]*@")
+
+
+def safe_url(url: str | None) -> str:
+    """A URL without its user and password (`postgresql://***@host/db`)."""
+    return _USERINFO.sub(r"\1***@", url) if url else "memory"
+
+
+def log_startup(settings: Settings, registry: Registry, url: str) -> None:
+    for route in registry.routes.values():
+        log.info(
+            "route %s",
+            route.name,
+            extra=fields(
+                kind=route.kind, upstream_model=route.model, base_url=safe_url(route.base_url)
+            ),
+        )
+    if registry.tools:
+        log.info(
+            "tools: %s", ", ".join(sorted(registry.tools)), extra=fields(count=len(registry.tools))
+        )
+    for status in registry.toolbox.status():
+        state = "starts on first use" if status.state == "not started" else status.state
+        log.info("tool server %s: %s", status.name, state, extra=fields(error=status.error))
+    log.info("store: %s", safe_url(settings.database_url))
+    log.info("event bus: %s", safe_url(settings.events_url))
+    metrics = (
+        f"port {settings.metrics_port}"
+        if settings.metrics_port is not None
+        else "/metrics (admin key)"
+    )
+    log.info("metrics: %s; health: /healthz, /readyz", metrics)
+    log.info("toolrelay is up: open %s", url)
+
+
+def config_secrets(settings: Settings, environ: Mapping[str, str] | None = None) -> Iterator[str]:
+    """Every secret value the settings name, for the log's redactor: the admin key, the
+    routes' API keys, tool servers' tokens, headers and env values, URL passwords."""
+    env = os.environ if environ is None else environ
+    if settings.admin_key:
+        yield settings.admin_key
+    for route in settings.models:
+        if route.api_key:
+            yield route.api_key
+        if route.api_key_env and env.get(route.api_key_env):
+            yield env[route.api_key_env]
+    for server in settings.tool_servers:
+        yield from server.headers.values()
+        yield from server.env.values()
+        for name in (server.bearer_token_env, server.auth_header_env):
+            if name and env.get(name):
+                yield env[name]
+    for url in (settings.database_url, settings.events_url):
+        match = re.search(r"://[^/@:]*:([^/@]+)@", url or "")
+        if match:
+            yield match.group(1)

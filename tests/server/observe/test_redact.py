@@ -1,0 +1,53 @@
+"""The log's masking and formats, line by line (the full-run test is in `test_logs.py`)."""
+
+from __future__ import annotations
+
+import io
+import logging
+
+import orjson
+
+from toolrelay.server.logs import Redactor, configure_logging, fields
+
+
+def test_known_values_and_credential_shapes_are_masked() -> None:
+    redact = Redactor(["plainsecret123", None, "abc"])  # too short to mask: "abc"
+    text = (
+        "key plainsecret123; Authorization: Bearer anything-at-all; "
+        "minted tr-AbCdEfGh12345678; openai sk-proj-AbCdEf123456; "
+        "postgresql://user:pw0rd@db/x; api_key=hunter22 abc"
+    )
+    assert redact(text) == (
+        "key ***; Authorization: Bearer ***; minted tr-***; openai sk-***; "
+        "postgresql://***@db/x; api_key=*** abc"
+    )
+
+
+def test_ordinary_text_is_left_alone() -> None:
+    text = "turn completed tokens_in=30 tokens_out=12 total_tokens=42 model=fake-model"
+    assert Redactor(["fake-model-key"])(text) == text
+
+
+def test_json_lines_carry_fields_and_are_masked() -> None:
+    stream = io.StringIO()
+    root = logging.getLogger()
+    saved = (root.level, list(root.handlers))
+    try:
+        configure_logging("info", "json", secrets=["s3cr3t-value"], stream=stream)
+        logging.getLogger("toolrelay.test").info(
+            "hello %s", "s3cr3t-value", extra=fields(turn="msg_1", tokens_in=3)
+        )
+        logging.getLogger("toolrelay.test").debug("not at INFO")
+    finally:
+        for handler in [h for h in root.handlers if h not in saved[1]]:
+            root.removeHandler(handler)
+        root.setLevel(saved[0])
+    lines = [orjson.loads(line) for line in stream.getvalue().splitlines()]
+    assert len(lines) == 1
+    line = lines[0]
+    assert (line["msg"], line["turn"], line["tokens_in"], line["level"]) == (
+        "hello ***",
+        "msg_1",
+        3,
+        "INFO",
+    )
