@@ -16,28 +16,20 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.console import Console
 from rich.text import Text
 
-from toolrelay.cli.chat_setup import (
-    Api,
-    ChatSetup,
-    ModelChoice,
-    approver,
-    build_setup,
-    flag_sources,
-)
+from toolrelay.cli.chat_setup import Api, ModelChoice, approver, flag_sources
+from toolrelay.cli.conversation import LAST, ChatRun, Resume
 from toolrelay.cli.outputs import JSONOutput, Output, RawOutput, RichOutput
-from toolrelay.core import events as ev
-from toolrelay.core.events import Event
-from toolrelay.engine.interfaces import Message
 from toolrelay.errors import ConfigError, ToolrelayError
 
-__all__ = ["chat", "drive", "exit_code", "read_prompt"]
+__all__ = ["chat", "choose_output", "exit_code", "read_prompt"]
 
 EXAMPLES = """
 Examples:
@@ -125,29 +117,81 @@ def chat(
             "else reject).",
         ),
     ] = None,
+    resume_last: Annotated[
+        bool,
+        typer.Option("--continue", "-c", help="Continue the most recent conversation."),
+    ] = False,
+    cid: Annotated[
+        str | None,
+        typer.Option(
+            "--cid", help="Continue this conversation (an id from 'toolrelay chats list')."
+        ),
+    ] = None,
+    no_save: Annotated[
+        bool,
+        typer.Option("--no-save", "-n", help="Do not save the conversation in the data directory."),
+    ] = False,
 ) -> None:
-    """Ask the model, run its tool calls, and show the loop as it happens."""
+    """Ask the model, run its tool calls, and show the loop as it happens.
+
+    With no prompt on a terminal it opens an interactive session. Conversations
+    are saved in the server's database (see 'toolrelay chats').
+    """
     err = Console(stderr=True, soft_wrap=True)
     choice = ModelChoice(model, base_url, api_key, api, config, max_iterations)
     servers = [*(("mcp", m) for m in mcp or []), *(("openapi", u) for u in openapi or [])]
+    session = prompt is None and sys.stdin.isatty() and not as_json
+    resume = Resume(chat_id=LAST if resume_last else cid, save=not no_save)
+    ask = approver(approve, interactive=sys.stdin.isatty() and not as_json)
     try:
-        text = read_prompt(prompt)
-        setup = build_setup(choice, flag_sources(tools or [], servers))
+        text = "" if session else read_prompt(prompt)
+        file_tools = flag_sources(tools or [], servers)
     except ConfigError as exc:
-        err.print(Text.assemble(("error:", "red"), f" {exc}"))
-        raise typer.Exit(2) from None
-    setup.approve = approver(approve, interactive=sys.stdin.isatty() and not as_json)
-    messages: list[Message] = [{"role": "system", "content": system}] if system else []
-    messages.append({"role": "user", "content": text})
+        raise _fail(err, exc, 2) from None
+
+    async def open_run() -> ChatRun:
+        return await ChatRun.open(choice, file_tools, system=system, resume=resume, approve=ask)
+
     try:
-        status = asyncio.run(drive(setup, messages, choose_output(as_json=as_json, raw=raw)))
+        if session:
+            from toolrelay.cli.session import interactive
+
+            output = lambda: choose_output(as_json=False, raw=raw)  # noqa: E731
+            raise typer.Exit(interactive(open_run, output, Console(), _history_file(config)))
+        status = asyncio.run(_one_turn(open_run, text, choose_output(as_json=as_json, raw=raw)))
+    except ConfigError as exc:
+        raise _fail(err, exc, 2) from None
     except KeyboardInterrupt:
         err.print("[yellow]cancelled[/]")
         raise typer.Exit(130) from None
     except ToolrelayError as exc:
-        err.print(Text.assemble(("error:", "red"), f" {exc}"))
-        raise typer.Exit(1) from None
+        raise _fail(err, exc, 1) from None
     raise typer.Exit(exit_code(status))
+
+
+async def _one_turn(
+    open_run: Callable[[], Awaitable[ChatRun]], text: str, output: Output
+) -> str | None:
+    run = await open_run()
+    try:
+        return await run.turn(text, output)
+    finally:
+        await run.aclose()
+
+
+def _fail(err: Console, exc: Exception, code: int) -> typer.Exit:
+    err.print(Text.assemble(("error:", "red"), f" {exc}"))
+    return typer.Exit(code)
+
+
+def _history_file(config: Path | None) -> Path | None:
+    """The prompt history lives next to the database (when the data directory exists)."""
+    from toolrelay.config import load_settings
+
+    try:
+        return load_settings(config).data_dir / "chat_history"
+    except ConfigError:
+        return None
 
 
 def read_prompt(prompt: str | None) -> str:
@@ -174,39 +218,3 @@ def choose_output(*, as_json: bool, raw: bool) -> Output:
 def exit_code(status: str | None) -> int:
     """0 only for a completed turn; no final event at all is a failure too."""
     return 0 if status == "completed" else 1
-
-
-async def drive(setup: ChatSetup, messages: list[Message], output: Output) -> str | None:
-    """Stream one turn into `output`; the final event's status, or None if none came."""
-    from toolrelay.engine.relay import Relay
-
-    relay = Relay(setup.model, setup.tools, limits=setup.limits, filters=setup.filters, tasks=())
-    try:
-        return await run_turn(relay, setup, messages, output)
-    finally:
-        await setup.close()
-
-
-async def run_turn(
-    relay: Any, setup: ChatSetup, messages: list[Message], output: Output, **kwargs: Any
-) -> str | None:
-    """One turn of `relay` into `output`, answering approvals; its final status."""
-    status: str | None = None
-    with output:
-        async for event in relay.stream(messages, **kwargs):
-            output.feed(event)
-            if event.type == ev.TOOL_APPROVAL:
-                await _answer_approval(relay, setup, event)
-            if event.type == ev.CHAT_COMPLETION and event.data.get("done"):
-                status = str(event.data.get("status", "completed"))
-    return status
-
-
-async def _answer_approval(relay: Any, setup: ChatSetup, event: Event) -> None:
-    data = event.data
-    if setup.approve is None:
-        relay.approve(data["id"], False, reason="nobody to ask")
-        return
-    arguments = data.get("arguments") or {}
-    ok, reason = await asyncio.to_thread(setup.approve, str(data.get("name")), arguments)
-    relay.approve(data["id"], ok, reason=reason)

@@ -22,7 +22,15 @@ from toolrelay.engine.interfaces import ModelClient, Tool, ToolSource
 from toolrelay.engine.limits import RunLimits
 from toolrelay.errors import ConfigError
 
-__all__ = ["Api", "ChatSetup", "ModelChoice", "approver", "build_setup", "flag_sources"]
+__all__ = [
+    "Api",
+    "ChatSetup",
+    "ModelChoice",
+    "approver",
+    "build_setup",
+    "close_sources",
+    "flag_sources",
+]
 
 
 class Api(StrEnum):
@@ -82,7 +90,8 @@ def approver(
 def build_setup(choice: ModelChoice, file_tools: list[Tool | ToolSource]) -> ChatSetup:
     """The model the flags name, with its tools and limits; `ConfigError` says what is wrong.
 
-    `file_tools` (from `flag_sources`) are closed with the setup.
+    `file_tools` (from `flag_sources`) are offered too; the caller closes them
+    (`close_sources`), so a `/model` switch keeps them running.
     """
     if choice.base_url is not None:
         if not choice.model:
@@ -93,9 +102,8 @@ def build_setup(choice: ModelChoice, file_tools: list[Tool | ToolSource]) -> Cha
         client = direct_client(
             choice.api, base_url=choice.base_url, model=choice.model, api_key=choice.api_key
         )
-        close = _closing(file_tools, client.aclose)
         limits = _limits(base, choice.max_iterations)
-        return ChatSetup(client, list(file_tools), limits, close, choice.model)
+        return ChatSetup(client, list(file_tools), limits, client.aclose, choice.model)
     return _route_setup(choice, file_tools)
 
 
@@ -122,18 +130,11 @@ def flag_sources(
     return found
 
 
-def _closing(
-    tools: Sequence[Tool | ToolSource], then: Callable[[], Awaitable[None]]
-) -> Callable[[], Awaitable[None]]:
-    """Close the flag-made sources (ending MCP processes), then the rest."""
-
-    async def close() -> None:
-        for item in tools:
-            if isinstance(item, ToolSource):
-                await item.aclose()
-        await then()
-
-    return close
+async def close_sources(tools: Sequence[Tool | ToolSource]) -> None:
+    """Close the flag-made sources (ending MCP processes)."""
+    for item in tools:
+        if isinstance(item, ToolSource):
+            await item.aclose()
 
 
 def direct_client(api: Api, *, base_url: str, model: str, api_key: str | None) -> ModelClient:
@@ -169,7 +170,7 @@ def _route_setup(choice: ModelChoice, file_tools: list[Tool | ToolSource]) -> Ch
             await registry.aclose()
 
         tools = [*_all_tools(registry), *file_tools]
-        return ChatSetup(client, tools, limits, _closing(file_tools, close), name)
+        return ChatSetup(client, tools, limits, close, name)
     if not registry.routes:
         raise ConfigError(f"no model configured: pass --base-url URL --model NAME\n{setup_hint()}")
     name = name or next(iter(registry.routes))
@@ -180,8 +181,7 @@ def _route_setup(choice: ModelChoice, file_tools: list[Tool | ToolSource]) -> Ch
             "set OPENAI_BASE_URL to use any model of that server)"
         )
     tools = [*registry.tools_for(name), *file_tools]
-    closing = _closing(file_tools, registry.aclose)
-    return ChatSetup(registry.client_for(name), tools, limits, closing, name)
+    return ChatSetup(registry.client_for(name), tools, limits, registry.aclose, name)
 
 
 def _all_tools(registry: Any) -> list[Tool | ToolSource]:

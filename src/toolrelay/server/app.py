@@ -52,9 +52,11 @@ async def ensure_admin_key(store: Store, admin_key: str | None) -> str | None:
                 found.id,
             )
         return None
-    if await store.count_users() > 0:
+    if await store.list_api_keys():  # revoked ones count: revoking is the operator's call
         return None
-    user = await store.create_user("admin", is_admin=True)
+    user = await store.user_named("admin")  # `toolrelay chat` may have made it, keyless
+    if user is None or not user.is_admin:
+        user = await store.create_user("admin", is_admin=True)
     _, key = await store.create_api_key(user.id, name="first start")
     return key
 
