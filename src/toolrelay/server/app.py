@@ -17,7 +17,7 @@ from fastapi.middleware.cors import CORSMiddleware
 
 from toolrelay import __version__
 from toolrelay.adapters.events import make_bus
-from toolrelay.adapters.stores import Store
+from toolrelay.adapters.stores import Store, User
 from toolrelay.adapters.stores.sql import SQLStore
 from toolrelay.config.registry import Registry, build_registry, setup_hint
 from toolrelay.config.settings import Settings
@@ -43,7 +43,7 @@ async def ensure_admin_key(store: Store, admin_key: str | None) -> str | None:
     if admin_key:
         found = await store.find_api_key(admin_key)
         if found is None:
-            user = await store.create_user("admin", is_admin=True)
+            user = await _admin_user(store)
             await store.create_api_key_with_value(user.id, admin_key, name="TOOLRELAY_ADMIN_KEY")
         elif found.revoked_at is not None:  # the operator's decision stands; say how to undo it
             log.warning(
@@ -54,11 +54,17 @@ async def ensure_admin_key(store: Store, admin_key: str | None) -> str | None:
         return None
     if await store.list_api_keys():  # revoked ones count: revoking is the operator's call
         return None
-    user = await store.user_named("admin")  # `toolrelay chat` may have made it, keyless
-    if user is None or not user.is_admin:
-        user = await store.create_user("admin", is_admin=True)
+    user = await _admin_user(store)
     _, key = await store.create_api_key(user.id, name="first start")
     return key
+
+
+async def _admin_user(store: Store) -> User:
+    """The administrator named `admin` (`toolrelay chat` may have made it, keyless), or a new one."""
+    user = await store.user_named("admin")
+    if user is not None and user.is_admin:
+        return user
+    return await store.create_user("admin", is_admin=True)
 
 
 def create_app(settings: Settings, *, registry: Registry | None = None) -> FastAPI:

@@ -178,7 +178,7 @@ def test_cli_chat_with_mcp_openwebui_file_flags(upstream: FakeModelServer) -> No
         SSEReply(chat_chunks(text="done")),
     )
     mcp = f"{sys.executable} {TEST_SERVER} stdio"
-    args = ["chat", "go", "--base-url", upstream.base_url, "--model", "m", "--json"]
+    args = ["chat", "go", "--base-url", upstream.base_url, "--model", "m", "--json", "--no-save"]
     args += ["--mcp", mcp, "--tools", str(OWUI / "weather_tool.py")]
     result = CliRunner().invoke(app, args, catch_exceptions=False)
     assert result.exit_code == 0, result.output
