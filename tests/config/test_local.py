@@ -84,6 +84,8 @@ def test_the_route_points_at_the_private_server_with_its_key(
         "http://127.0.0.1:4321/v1",
         KEY_ENV,
     )
+    assert route.text_tool_calls  # the model writes its calls as text
+    assert (route.params, route.overridable) == ({"max_tokens": 1024}, ["max_tokens"])
     monkeypatch.setenv(KEY_ENV, "k" * 32)
     registry = build_registry(Settings(data_dir=tmp_path))
     registry.add_route(route)

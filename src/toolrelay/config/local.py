@@ -18,7 +18,6 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from toolrelay.adapters.local import (
     QWEN_CODER_05B,
@@ -34,6 +33,8 @@ from toolrelay.config.settings import ModelRoute, Settings
 __all__ = ["KEY_ENV", "ROUTE", "LocalModel", "start_local", "wants_local"]
 
 ROUTE = "local"
+MAX_TOKENS = 1024
+"""The local route's default answer length (`LocalModel.route`)."""
 KEY_ENV = "_TOOLRELAY_LOCAL_KEY"
 """Holds the embedded server's random key (leading underscore: no setting reads it)."""
 
@@ -56,17 +57,20 @@ class LocalModel:
     server: LlamaServer
 
     def route(self) -> ModelRoute:
-        """The `local` route: llama.cpp's OpenAI API, tool calls written as text recovered."""
-        extra: dict[str, Any] = {}
-        if "text_tool_calls" in ModelRoute.model_fields:  # the recogniser (issue 14)
-            extra["text_tool_calls"] = True
+        """The `local` route: llama.cpp's OpenAI API, tool calls written as text recovered.
+
+        `max_tokens` is capped (a client may ask for more): this small model tends to
+        repeat itself, and on a CPU an answer that never ends holds the model for minutes.
+        """
         return ModelRoute(
             name=ROUTE,
             kind="openai-chat",
             base_url=self.server.base_url,
             model=self.weights.name,
             api_key_env=KEY_ENV,
-            **extra,
+            text_tool_calls=True,  # it writes its calls as JSON text (core.text_tool_calls)
+            params={"max_tokens": MAX_TOKENS},
+            overridable=["max_tokens"],
         )
 
     def describe(self) -> str:

@@ -17,9 +17,12 @@ import orjson
 import pytest
 
 from tests.server.conftest import ADMIN_KEY, ServerThread
+from toolrelay.adapters.tools import tool
 from toolrelay.config import Settings, build_registry
 from toolrelay.config.local import KEY_ENV, LocalModel, start_local
 from toolrelay.core.events import Event
+from toolrelay.core.items import raw_items
+from toolrelay.engine.interfaces import ModelClient, ModelRequest, ModelStream
 from toolrelay.engine.relay import Relay
 
 pytestmark = [pytest.mark.local_model, pytest.mark.xdist_group("local_model"), pytest.mark.anyio]
@@ -107,3 +110,60 @@ def test_chat_completions_through_the_server(embedded: Embedded) -> None:
     assert finishes[-1] in ("stop", "length") and all(f is None for f in finishes[:-1])
     usage = [c["usage"] for c in chunks if c.get("usage")]
     assert usage and usage[-1]["completion_tokens"] > 0
+
+
+class Recorded:
+    """The route's client, keeping every request the loop sends (what the model saw)."""
+
+    def __init__(self, client: ModelClient) -> None:
+        self.client = client
+        self.requests: list[ModelRequest] = []
+
+    async def open(self, request: ModelRequest) -> ModelStream:
+        self.requests.append(request)
+        return await self.client.open(request)
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+
+
+WEATHER = "14 °C, light rain (station PAR-7391)"
+calls: list[str] = []
+
+
+@tool
+def get_weather(city: str) -> str:
+    """Current weather for a city.
+
+    Args:
+        city: The city name, e.g. "London".
+    """
+    calls.append(city)
+    return WEATHER
+
+
+async def test_a_tool_turn_end_to_end(embedded: Embedded) -> None:
+    """A call written as text is recovered, run, its result goes back, an answer follows."""
+    registry = build_registry(embedded.settings)
+    route = registry.routes["local"]
+    assert route.text_tool_calls
+    model = Recorded(registry.client_for("local"))
+    calls.clear()
+    try:
+        async with Relay(model, [get_weather], text_tool_calls=route.text_tool_calls) as relay:
+            result = await relay.run(
+                "What's the weather in Paris?", params={"temperature": 0, "max_tokens": 64}
+            )
+    finally:
+        await registry.aclose()
+    output = raw_items(result.output)
+    kinds = [item["type"] for item in output]
+    assert result.status == "completed", result.error
+    assert kinds[:2] == ["function_call", "function_call_output"], kinds
+    assert output[0]["name"] == "get_weather"
+    assert "paris" in orjson.loads(output[0]["arguments"])["city"].lower()
+    assert calls and "paris" in calls[0].lower()  # the tool really ran
+    assert kinds[-1] == "message" and result.text.strip()
+    assert len(model.requests) >= 2
+    sent_back = orjson.dumps(list(model.requests[1].output)).decode()
+    assert "PAR-7391" in sent_back  # the tool's result reached the model

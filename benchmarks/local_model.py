@@ -1,0 +1,242 @@
+"""The embedded model through toolrelay, against llama.cpp's own server called directly.
+
+One llama.cpp (the `[local]` extra, started as `toolrelay serve` starts it:
+`config.local.start_local`, default threads) serves every contender in the
+same run, one request at a time, contenders interleaved round by round:
+
+- `llama.cpp server, direct`: an httpx stream straight to its
+  /v1/chat/completions (the baseline);
+- `llama.cpp in-process call`: `xllamacpp.Server.handle_chat_completions`
+  with a stream callback, no HTTP (the alternative to the private port);
+- `toolrelay library`: `Relay(OpenAIChat(...)).stream(...)`, events consumed;
+- `toolrelay server`: /v1/chat/completions of the toolrelay app (uvicorn in
+  this process, as `make run` runs llama.cpp and the server in one process).
+
+Every request is the same: one user message, `max_tokens` answers with
+`ignore_eos` (the same number of tokens every time), `cache_prompt: false`
+(each one pays for its prompt), temperature 0. TTFT is the time to the
+first content delta the client sees; generated tokens/s is
+(completion tokens - 1) / (last delta - first delta). Medians over rounds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+
+from toolrelay.adapters.models import OpenAIChat
+from toolrelay.config import Settings, build_registry
+from toolrelay.config.local import LocalModel, start_local
+from toolrelay.engine.relay import Relay
+
+PROMPT = "Write a short story about a lighthouse keeper who finds a message in a bottle."
+PINNED = {"ignore_eos": True, "cache_prompt": False, "temperature": 0, "seed": 1}
+ADMIN = "tr-bench-local-admin-key-0123456789"
+
+
+@dataclass
+class Sample:
+    ttft: float
+    tokens_per_s: float
+
+
+def rate(start: float, first: float, last: float, tokens: int) -> Sample:
+    return Sample(first - start, (tokens - 1) / (last - first) if last > first else 0.0)
+
+
+def direct(base_url: str, key: str, max_tokens: int) -> Sample:
+    body = {
+        "messages": [{"role": "user", "content": PROMPT}],
+        "max_tokens": max_tokens,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        **PINNED,
+    }
+    headers = {"Authorization": f"Bearer {key}"}
+    start = time.perf_counter()
+    first = last = 0.0
+    tokens = 0
+    with httpx.stream(
+        "POST", f"{base_url}/chat/completions", json=body, headers=headers, timeout=120
+    ) as response:
+        response.raise_for_status()
+        for line in response.iter_lines():
+            if not line.startswith("data: {"):
+                continue
+            chunk = orjson.loads(line[6:])
+            if chunk.get("choices") and chunk["choices"][0]["delta"].get("content"):
+                last = time.perf_counter()
+                first = first or last
+            if chunk.get("usage"):
+                tokens = chunk["usage"]["completion_tokens"]
+    return rate(start, first, last, tokens)
+
+
+def in_process(model: LocalModel, max_tokens: int) -> Sample:
+    """llama.cpp's handler called directly; the callback sees each chunk as it is made."""
+    body = {
+        "messages": [{"role": "user", "content": PROMPT}],
+        "max_tokens": max_tokens,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        **PINNED,
+    }
+    times: list[float] = []
+    usage: dict[str, Any] = {}
+
+    def on_chunk(chunk: Any) -> bool:
+        data = orjson.loads(chunk) if isinstance(chunk, str | bytes) else chunk
+        if isinstance(data, dict):
+            if data.get("choices") and data["choices"][0]["delta"].get("content"):
+                times.append(time.perf_counter())
+            usage.update(data.get("usage") or {})
+        return False
+
+    start = time.perf_counter()
+    model.server._server.handle_chat_completions(body, on_chunk)
+    return rate(start, times[0], times[-1], int(usage.get("completion_tokens", len(times))))
+
+
+def library(client: OpenAIChat, max_tokens: int) -> Sample:
+    async def go() -> Sample:
+        async with Relay(client, []) as relay:
+            start = time.perf_counter()
+            first = last = 0.0
+            tokens = 0
+            async for event in relay.stream(PROMPT, params={"max_tokens": max_tokens}):
+                if event.type == "response.output_text.delta":
+                    last = time.perf_counter()
+                    first = first or last
+                elif event.type == "chat:completion" and event.data.get("done"):
+                    tokens = event.data["usage"]["completion_tokens"]
+            return rate(start, first, last, tokens)
+
+    return asyncio.run(go())
+
+
+def server(base_url: str, max_tokens: int) -> Sample:
+    body = {
+        "model": "local",
+        "messages": [{"role": "user", "content": PROMPT}],
+        "max_tokens": max_tokens,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    headers = {"Authorization": f"Bearer {ADMIN}"}
+    start = time.perf_counter()
+    first = last = 0.0
+    tokens = 0
+    with httpx.stream(
+        "POST", f"{base_url}/v1/chat/completions", json=body, headers=headers, timeout=120
+    ) as response:
+        response.raise_for_status()
+        for line in response.iter_lines():
+            if not line.startswith("data: {"):
+                continue
+            chunk = orjson.loads(line[6:])
+            if chunk.get("choices") and chunk["choices"][0]["delta"].get("content"):
+                last = time.perf_counter()
+                first = first or last
+            if chunk.get("usage"):
+                tokens = chunk["usage"]["completion_tokens"]
+    return rate(start, first, last, tokens)
+
+
+class AppThread:
+    """The toolrelay app under uvicorn on a free port, in a thread of this process."""
+
+    def __init__(self, settings: Settings) -> None:
+        import uvicorn
+
+        from toolrelay.server.app import create_app
+
+        config = uvicorn.Config(
+            create_app(settings), host="127.0.0.1", port=0, log_level="warning", lifespan="on"
+        )
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self) -> str:
+        self.thread.start()
+        deadline = time.monotonic() + 60
+        while not self.server.started:
+            if not self.thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("toolrelay server did not start")
+            time.sleep(0.02)
+        port = self.server.servers[0].sockets[0].getsockname()[1]
+        return f"http://127.0.0.1:{port}"
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=30)
+
+
+def run(quick: bool = False) -> None:
+    rounds, max_tokens = (2, 32) if quick else (5, 96)
+    with tempfile.TemporaryDirectory() as scratch:
+        base = Settings(models=[], admin_key=ADMIN, database_url=f"sqlite:///{scratch}/bench.db")
+        settings, model = start_local(base)
+        try:
+            route = settings.models[0].model_copy(update={"params": PINNED})
+            settings = settings.model_copy(update={"models": [route], "data_dir": Path(scratch)})
+            client = build_registry(settings).client_for("local")
+            assert isinstance(client, OpenAIChat)
+            key, url = model.server.api_key, model.server.base_url
+            with AppThread(settings) as app_url:
+                contenders: dict[str, Callable[[], Sample]] = {
+                    "llama.cpp server, direct": lambda: direct(url, key, max_tokens),
+                    "llama.cpp in-process call": lambda: in_process(model, max_tokens),
+                    "toolrelay library (Relay)": lambda: library(client, max_tokens),
+                    "toolrelay server (/v1)": lambda: server(app_url, max_tokens),
+                }
+                samples = measure(contenders, rounds)
+        finally:
+            model.close()
+    report(model, samples, rounds, max_tokens)
+
+
+def measure(contenders: dict[str, Callable[[], Sample]], rounds: int) -> dict[str, list[Sample]]:
+    """Every contender once per round, the order rotating so drift hits all alike."""
+    names = list(contenders)
+    for name in names:  # warm-up: first-request costs (threads, pools, imports)
+        contenders[name]()
+    samples: dict[str, list[Sample]] = {name: [] for name in names}
+    for index in range(rounds):
+        for name in names[index % len(names) :] + names[: index % len(names)]:
+            samples[name].append(contenders[name]())
+    return samples
+
+
+def report(
+    model: LocalModel, samples: dict[str, list[Sample]], rounds: int, max_tokens: int
+) -> None:
+    threads = model.server.options.threads
+    print(
+        f"\nembedded model: {model.weights.name}, {threads} llama.cpp thread"
+        f"{'s' if threads != 1 else ''}, {max_tokens} tokens per answer, median of {rounds}"
+    )
+    print(f"{'path':30} {'TTFT ms':>8} {'ratio':>6} {'tok/s':>7} {'ratio':>6}")
+    baseline = samples["llama.cpp server, direct"]
+    base_ttft = statistics.median(s.ttft for s in baseline)
+    base_rate = statistics.median(s.tokens_per_s for s in baseline)
+    for name, got in samples.items():
+        ttft = statistics.median(s.ttft for s in got)
+        speed = statistics.median(s.tokens_per_s for s in got)
+        print(
+            f"{name:30} {ttft * 1000:8.0f} {ttft / base_ttft:5.2f}× "
+            f"{speed:7.1f} {speed / base_rate:5.2f}×"
+        )
+
+
+if __name__ == "__main__":
+    run()
