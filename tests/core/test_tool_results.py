@@ -326,3 +326,8 @@ def test_strip_base64_limit_is_exclusive() -> None:
     assert strip_base64("data:audio/wav;base64,QUJD", limit=10) == (
         "data:audio/wav;base64,…[stripped 4 bytes]"
     )
+
+
+def test_a_result_the_tool_built_itself_passes_unchanged() -> None:
+    built = NormalisedResult("text", files=({"type": "image", "url": PNG},), embeds=("<b>x</b>",))
+    assert normalise_result(built) is built

@@ -13,6 +13,7 @@ from toolrelay.core import events as ev
 from toolrelay.core.formats.transcript import to_chat_messages
 from toolrelay.core.items import raw_items
 from toolrelay.core.think_tags import TagConfig
+from toolrelay.engine.interpreter import CodeJob
 from toolrelay.testing.scripted_model import ScriptedModel, reply
 from toolrelay.testing.sinks import ListSink
 
@@ -166,7 +167,7 @@ class CountingRunner:
     def __init__(self) -> None:
         self.ran: list[str] = []
 
-    async def run(self, code: str, lang: str) -> dict[str, Any]:
+    async def run(self, code: str, lang: str, job: CodeJob | None = None) -> dict[str, Any]:
         self.ran.append(code)
         return {"stdout": "1\n", "stderr": "", "exit_code": 0}
 

@@ -29,6 +29,8 @@ CHAT_TASKS_CANCEL: Final = "chat:tasks:cancel"
 TERMINAL_DISPLAY_FILE: Final = "terminal:display_file"
 TERMINAL_WRITE_FILE: Final = "terminal:write_file"
 TERMINAL_RUN_COMMAND: Final = "terminal:run_command"
+CODE_OUTPUT: Final = "code_interpreter:output"
+"""Live output of running code: `{call_id, kind: stdout|stderr|result|display|error, …}`."""
 
 DELTA_EVENTS: Final = frozenset(
     {OUTPUT_TEXT_DELTA, REASONING_TEXT_DELTA, FUNCTION_CALL_ARGUMENTS_DELTA}

@@ -72,8 +72,11 @@ def normalise_result(
     A tuple whose second element is a mapping counts as `(data, headers)`; so
     does a 2-element list when `direct` (a client-side tool's answer, which
     arrives as JSON). An HTTP response object, or `(response, context)`,
-    gives its body, or an embed when it is marked inline.
+    gives its body, or an embed when it is marked inline. A `NormalisedResult`
+    (a tool that built its own: text, images and embeds at once) passes as is.
     """
+    if isinstance(result, NormalisedResult):
+        return result
     if headers is None:
         response = _from_response(result)
         if response is not None:

@@ -1,29 +1,75 @@
-"""Code interpreter (SPEC R16): a pluggable runner for `code_interpreter` blocks.
+"""Code interpreter (SPEC R16): a pluggable runner for `code_interpreter` blocks and `execute_code`.
+
+A `CodeRunner` runs one piece of code and returns its output as a dict
+(`stdout`, `stderr`, `result`, and `error` when it failed; `files` and
+`embeds` for rich output). The `CodeJob` says whose code it is (`session`:
+the chat, so a runner can keep one kernel per chat), which call or block it
+belongs to (`call_id`, named by live events), its timeout, and where live
+output goes (`on_output`). Cancelling `run` must stop the code.
 
 `SubprocessRunner` runs Python code in a fresh interpreter process with a
-timeout; it isolates crashes, not hostile code (use a sandboxed runner for
-that). A Jupyter runner can implement the same Protocol.
+timeout; it isolates crashes, not hostile code. `toolrelay.adapters.code`
+has `JupyterRunner` (a kernel per chat, sandboxed) and a sandboxed
+subprocess runner.
 """
 
 from __future__ import annotations
 
 import asyncio
 import sys
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, Protocol
+
+__all__ = ["CodeJob", "CodeRunner", "SubprocessRunner", "code_output"]
+
+OutputCallback = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class CodeJob:
+    """Who runs the code and where its live output goes (all optional)."""
+
+    session: str | None = None
+    """The chat: runs of one session share state where the runner keeps any."""
+    call_id: str | None = None
+    """The `execute_code` call or the `code_interpreter` block the run belongs to."""
+    timeout: float | None = None
+    """Seconds for this run; None is the runner's default (a runner may cap it)."""
+    on_output: OutputCallback | None = None
+    """Called with each piece of output as it appears (`{"kind": "stdout", "text": …}` …)."""
 
 
 class CodeRunner(Protocol):
-    async def run(self, code: str, lang: str) -> dict[str, Any]:
-        """Run `code`; return `{"stdout", "stderr", "exit_code"}` (and `"error"` on failure)."""
+    async def run(self, code: str, lang: str, job: CodeJob | None = None) -> dict[str, Any]:
+        """Run `code`; return `{"stdout", "stderr", …}` (and `"error"` on failure)."""
         ...
 
 
+def code_output(result: dict[str, Any]) -> dict[str, Any]:
+    """A run's result as a `code_interpreter` item keeps it: files by name, no image data
+    (the client downloads them from the chat; the saved turn stays small)."""
+    files = result.get("files")
+    if not isinstance(files, list):
+        return result
+    kept = [{k: v for k, v in f.items() if k != "url"} for f in files if isinstance(f, dict)]
+    return {**result, "files": kept}
+
+
 class SubprocessRunner:
-    def __init__(self, *, timeout: float = 30.0, python: str = sys.executable) -> None:
+    def __init__(
+        self,
+        *,
+        timeout: float = 30.0,
+        python: str = sys.executable,
+        prefix: Callable[[CodeJob], Awaitable[tuple[list[str], dict[str, Any]]]] | None = None,
+    ) -> None:
+        """`prefix` (for sandboxes) gives a job's command prefix and extra `Popen` arguments."""
         self.timeout = timeout
         self.python = python
+        self.prefix = prefix
 
-    async def run(self, code: str, lang: str) -> dict[str, Any]:
+    async def run(self, code: str, lang: str, job: CodeJob | None = None) -> dict[str, Any]:
         if lang.lower() not in ("python", "py", "python3"):
             return {
                 "stdout": "",
@@ -31,7 +77,11 @@ class SubprocessRunner:
                 "exit_code": None,
                 "error": f"Unsupported language: {lang}",
             }
+        job = job or CodeJob()
+        timeout = self.timeout if job.timeout is None else min(job.timeout, self.timeout)
+        prefix, extra = await self.prefix(job) if self.prefix is not None else ([], {})
         proc = await asyncio.create_subprocess_exec(
+            *prefix,
             self.python,
             "-I",
             "-c",
@@ -39,9 +89,10 @@ class SubprocessRunner:
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
+            **extra,
         )
         try:
-            async with asyncio.timeout(self.timeout):
+            async with asyncio.timeout(timeout):
                 out, err = await proc.communicate()
         except TimeoutError:
             proc.kill()
@@ -50,7 +101,7 @@ class SubprocessRunner:
                 "stdout": "",
                 "stderr": "",
                 "exit_code": None,
-                "error": f"Execution timed out after {self.timeout:g} s.",
+                "error": f"Execution timed out after {timeout:g} s.",
             }
         except asyncio.CancelledError:
             proc.kill()

@@ -59,7 +59,7 @@ from toolrelay.engine.interfaces import (
     Tool,
     ToolContext,
 )
-from toolrelay.engine.interpreter import CodeRunner
+from toolrelay.engine.interpreter import CodeJob, CodeRunner, code_output
 from toolrelay.engine.limits import RunLimits
 from toolrelay.engine.observer import ModelCall, Observer, TurnObserver, TurnStart, TurnSummary
 from toolrelay.engine.pending import PendingCalls
@@ -310,7 +310,20 @@ class Turn:
         runner = self.setup.code_runner
         assert runner is not None
         self.code_runs += 1
-        result = await runner.run(str(item.get("code", "")), str(item.get("lang") or "python"))
+        call_id = item["id"]
+
+        async def live(data: dict[str, Any]) -> None:
+            await self.emitter.emit(Event(ev.CODE_OUTPUT, {"call_id": call_id, **data}))
+
+        job = CodeJob(session=self.setup.context.chat_id, call_id=call_id, on_output=live)
+        try:
+            result = await runner.run(
+                str(item.get("code", "")), str(item.get("lang") or "python"), job
+            )
+        except Exception as exc:  # a runner that cannot run (pool full …): the model reads it
+            error = str(exc) or type(exc).__name__
+            result = {"stdout": "", "stderr": error, "error": error}
+        result = code_output(result)
         index = next(i for i, it in enumerate(self.output) if it.get("id") == item["id"])
         done = updated(item, output=result, status="completed")
         self.output[index] = done

@@ -13,6 +13,7 @@ from toolrelay.core.gates import code_interpreter_allowed
 from toolrelay.core.ids import new_id
 from toolrelay.core.rag import take_snapshot
 from toolrelay.core.think_tags import TagConfig
+from toolrelay.engine.code_tool import CODE_TOOL_NAME, CodeTool
 from toolrelay.engine.conversation import Conversation
 from toolrelay.engine.filters import run_inlets
 from toolrelay.engine.finish import Finisher, RunResult
@@ -51,7 +52,9 @@ class Relay:
         task_model: ModelClient | None = None,
         tasks: Sequence[str] = ("title", "tags", "follow_ups"),
         tags: TagConfig | None = TagConfig(),
+        code_interpreter: CodeRunner | None = None,
         code_runner: CodeRunner | None = None,
+        code_tool: bool = True,
         params: Mapping[str, Any] | None = None,
         name: str | None = None,
         capabilities: Mapping[str, Any] | None = None,
@@ -64,7 +67,9 @@ class Relay:
 
         `name` is what the saved turn records as its model (a server route name).
         `capabilities` and `builtin_tools` are the model's settings that two of
-        the code-interpreter gates read (SPEC R5); `code_runner` is the global one.
+        the code-interpreter gates read (SPEC R5). `code_interpreter` (older name:
+        `code_runner`) runs code: the model's `<code_interpreter>` blocks and, with
+        `code_tool`, the native `execute_code` tool, both behind the same five gates.
         `text_tool_calls`: a model that writes its tool calls as JSON text in its
         answer (small local models) gets them run as real calls (`core.text_tool_calls`).
         `observer` watches each turn (logs, metrics, traces: `engine.observer`).
@@ -87,7 +92,8 @@ class Relay:
         self.task_model = task_model
         self.tasks = tuple(tasks)
         self.tags = tags
-        self.code_runner = code_runner
+        self.code_runner = code_interpreter if code_interpreter is not None else code_runner
+        self.code_tool = code_tool
         self.params = dict(params or {})
         self.name = name
         self.capabilities = capabilities
@@ -132,6 +138,8 @@ class Relay:
         tools = dict(await self.toolbox.tools())
         tools.update({t.spec.name: t for t in extra_tools})
         code_runner, tags = self._code_path(features, user)
+        if code_runner is not None and self.code_tool and CODE_TOOL_NAME not in tools:
+            tools[CODE_TOOL_NAME] = CodeTool(code_runner, max_runs=self.limits.interpreter_retries)
         setup = TurnSetup(
             model=self.model,
             messages=history,
@@ -200,12 +208,16 @@ class Relay:
         return self.pending.resolve(f"approval:{call_id}", {"approved": approved, "reason": reason})
 
     async def aclose(self) -> None:
-        """Close the model clients, the tool sources and any filter holding a connection pool."""
+        """Close the model clients, the tool sources, the code runner (its kernels) and any
+        filter holding a connection pool."""
         await self.toolbox.aclose()
         for f in self.filters:
             close = getattr(f, "aclose", None)
             if callable(close):
                 await close()
+        close = getattr(self.code_runner, "aclose", None)
+        if callable(close):  # its kernels stop with the relay that owns them
+            await close()
         await self.model.aclose()
         if self.task_model is not None and self.task_model is not self.model:
             await self.task_model.aclose()

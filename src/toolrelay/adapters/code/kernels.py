@@ -1,0 +1,222 @@
+"""One Jupyter kernel per chat: started on first use, reused, shut down when idle.
+
+`KernelPool` owns the kernels' lives: a chat's first run starts its kernel
+(in the sandbox, `sandbox.py`), later runs of that chat reuse it (so its
+variables persist across turns), a kernel unused for `idle_timeout` seconds
+is shut down, and `aclose()` shuts every one down (server stop). At most
+`max_kernels` run at once; one more chat gets `PoolFull`, a clear message.
+
+Each kernel talks to us over Unix sockets (ZeroMQ `ipc`), which also work
+from inside a network namespace with no interface.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from jupyter_client.asynchronous.client import AsyncKernelClient
+from jupyter_client.manager import AsyncKernelManager
+
+from toolrelay.adapters.code.sandbox import Sandbox
+from toolrelay.errors import ToolError
+
+__all__ = ["Kernel", "KernelPool", "PoolFull"]
+
+log = logging.getLogger(__name__)
+
+_SAFE = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+class PoolFull(ToolError):
+    """Every kernel slot is held by another chat."""
+
+
+class SandboxedKernelManager(AsyncKernelManager):
+    """A kernel manager whose kernel command goes through the sandbox."""
+
+    wrap: Callable[[list[str]], list[str]] | None = None
+    owner: Callable[[Path], None] | None = None
+
+    def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:
+        cmd: list[str] = super().format_kernel_cmd(extra_arguments)
+        return self.wrap(cmd) if self.wrap is not None else cmd
+
+    def write_connection_file(self, **kwargs: Any) -> None:
+        super().write_connection_file(**kwargs)
+        if self.owner is not None:  # the kernel's user must read it
+            self.owner(Path(self.connection_file).parent)
+
+
+@dataclass(slots=True)
+class Kernel:
+    """A running kernel of one chat."""
+
+    session: str
+    slot: int
+    workdir: Path
+    manager: SandboxedKernelManager
+    client: AsyncKernelClient
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    last_used: float = 0.0
+    images: int = 0
+    """Images saved so far (their file names count up)."""
+
+
+class KernelPool:
+    def __init__(
+        self,
+        root: Path,
+        sandbox: Sandbox,
+        *,
+        max_kernels: int = 8,
+        idle_timeout: float = 600.0,
+        startup_timeout: float = 60.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.root = root
+        self.sandbox = sandbox
+        self.max_kernels = max_kernels
+        self.idle_timeout = idle_timeout
+        self.startup_timeout = startup_timeout
+        self.clock = clock
+        self._kernels: dict[str, Kernel] = {}
+        self._starting: dict[str, asyncio.Task[Kernel]] = {}
+        self._reserved: set[int] = set()
+        self._reaper: asyncio.Task[None] | None = None
+        self._closed = False
+
+    def workdir(self, session: str) -> Path:
+        """The chat's own directory (files its cells write; images it showed)."""
+        name = _SAFE.sub("_", session)
+        if name != session or name in ("", ".", ".."):
+            name = "s-" + hashlib.sha256(session.encode()).hexdigest()[:24]
+        return self.root / name
+
+    def running(self) -> list[str]:
+        return sorted(self._kernels)
+
+    async def get(self, session: str) -> Kernel:
+        """The chat's kernel, started now if it has none (`PoolFull` when no slot is free)."""
+        if self._closed:
+            raise ToolError("the code interpreter is shut down")
+        kernel = self._kernels.get(session)
+        if kernel is not None:
+            return kernel
+        starting = self._starting.get(session)
+        if starting is None:
+            if len(self._kernels) + len(self._starting) >= self.max_kernels:
+                raise PoolFull(
+                    f"all {self.max_kernels} code kernels are in use by other chats; "
+                    "try again when one is idle (or raise code_interpreter.max_kernels)"
+                )
+            starting = asyncio.get_running_loop().create_task(self._start(session))
+            self._starting[session] = starting
+        try:
+            return await asyncio.shield(starting)
+        finally:
+            if starting.done():
+                self._starting.pop(session, None)
+
+    def _free_slot(self) -> int:
+        used = {k.slot for k in self._kernels.values()} | self._reserved
+        slot = next(i for i in range(self.max_kernels + 1) if i not in used)
+        self._reserved.add(slot)
+        return slot
+
+    async def _start(self, session: str) -> Kernel:
+        slot = self._free_slot()
+        try:
+            return await self._start_in(session, slot)
+        finally:
+            self._reserved.discard(slot)
+
+    async def _start_in(self, session: str, slot: int) -> Kernel:
+        workdir = self.workdir(session)
+        rundir = self.root / ".kernels" / str(slot)
+        workdir.mkdir(parents=True, exist_ok=True)
+        rundir.mkdir(parents=True, exist_ok=True)
+        for stale in rundir.iterdir():
+            stale.unlink()
+        self.sandbox.own(workdir, slot)
+        self.sandbox.own(rundir, slot)
+        manager = SandboxedKernelManager(
+            transport="ipc", ip=str(rundir / "k"), connection_file=str(rundir / "kernel.json")
+        )
+        manager.wrap = lambda cmd: self.sandbox.command(cmd, workdir, slot, expose=[rundir])
+        manager.owner = lambda path: self.sandbox.own(path, slot)
+        try:
+            await manager.start_kernel(env=self.sandbox.env(), cwd=str(workdir))
+            client = manager.client()
+            client.start_channels()
+            await client.wait_for_ready(timeout=self.startup_timeout)
+        except BaseException as exc:
+            with contextlib.suppress(Exception):
+                await manager.shutdown_kernel(now=True)
+            self.sandbox.own(workdir, None)
+            if isinstance(exc, Exception):
+                raise ToolError(f"the code kernel did not start: {exc}") from exc
+            raise
+        kernel = self._kernels[session] = Kernel(session, slot, workdir, manager, client)
+        kernel.last_used = self.clock()
+        self._ensure_reaper()
+        return kernel
+
+    async def shutdown(self, session: str) -> None:
+        """Stop the chat's kernel (its files stay; its variables are gone)."""
+        kernel = self._kernels.pop(session, None)
+        if kernel is None:
+            return
+        with contextlib.suppress(Exception):
+            kernel.client.stop_channels()
+        try:
+            await kernel.manager.shutdown_kernel(now=True)
+        except Exception as exc:
+            log.warning("stopping the kernel of %s failed: %s", session, exc)
+        self.sandbox.own(kernel.workdir, None)
+
+    async def reap(self) -> list[str]:
+        """Shut down kernels idle longer than `idle_timeout`; returns their chats."""
+        now = self.clock()
+        idle = [
+            s
+            for s, k in self._kernels.items()
+            if not k.lock.locked() and now - k.last_used > self.idle_timeout
+        ]
+        for session in idle:
+            await self.shutdown(session)
+        return idle
+
+    def _ensure_reaper(self) -> None:
+        if self._reaper is None or self._reaper.done():
+            self._reaper = asyncio.get_running_loop().create_task(self._reap_forever())
+
+    async def _reap_forever(self) -> None:
+        period = max(0.05, min(self.idle_timeout / 4, 30.0))
+        while self._kernels:
+            await asyncio.sleep(period)
+            try:
+                await self.reap()
+            except Exception:
+                log.exception("shutting down idle kernels failed")
+
+    async def aclose(self) -> None:
+        """Shut every kernel down (server stop); the pool takes no more work."""
+        self._closed = True
+        if self._reaper is not None:
+            self._reaper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reaper
+        for task in list(self._starting.values()):
+            with contextlib.suppress(BaseException):
+                await task
+        for session in list(self._kernels):
+            await self.shutdown(session)

@@ -1,0 +1,154 @@
+"""`JupyterRunner` on a real ipykernel: state, output kinds, timeouts, cancel, the pool."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.patience import HANG
+from toolrelay.adapters.code import JupyterRunner, PoolFull
+from toolrelay.engine.interpreter import CodeJob
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(scope="module")
+async def runner(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[JupyterRunner]:
+    """One runner (and so one kernel per session) for the whole module."""
+    run = JupyterRunner(tmp_path_factory.mktemp("code"), timeout=HANG)
+    yield run
+    await run.aclose()
+
+
+async def test_state_persists_in_a_session_and_not_across_sessions(runner: JupyterRunner) -> None:
+    first = await runner.run("total = 40\nprint('set')", "python", CodeJob(session="state"))
+    second = await runner.run("total + 2", "python", CodeJob(session="state"))
+    other = await runner.run("total", "python", CodeJob(session="state-other"))
+    assert first["stdout"] == "set\n" and "error" not in first
+    assert second["result"] == "42"
+    assert other["error"] == "NameError: name 'total' is not defined"
+
+
+async def test_outputs_stream_live_with_their_kinds(runner: JupyterRunner) -> None:
+    seen: list[dict[str, Any]] = []
+
+    async def live(event: dict[str, Any]) -> None:
+        seen.append(event)
+
+    code = "import sys\nprint('out')\nprint('err', file=sys.stderr)\n6 * 7"
+    out = await runner.run(code, "python", CodeJob(session="kinds", on_output=live))
+    assert out == {"stdout": "out\n", "stderr": "err\n", "result": "42"}
+    assert seen == [
+        {"kind": "stdout", "text": "out\n"},
+        {"kind": "stderr", "text": "err\n"},
+        {"kind": "result", "text": "42"},
+    ]
+
+
+async def test_an_error_gives_a_plain_traceback(runner: JupyterRunner) -> None:
+    out = await runner.run("def f():\n    return 1 / 0\nf()", "python", CodeJob(session="err"))
+    assert out["error"] == "ZeroDivisionError: division by zero"
+    assert "\x1b[" not in out["stderr"]  # IPython colours it; we strip the ANSI codes
+    assert "----> 3 f()" in out["stderr"] and "return 1 / 0" in out["stderr"]
+
+
+async def test_a_matplotlib_figure_becomes_an_image_file(runner: JupyterRunner) -> None:
+    seen: list[dict[str, Any]] = []
+
+    async def live(event: dict[str, Any]) -> None:
+        seen.append(event)
+
+    code = "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [1, 4, 9])\nplt.show()\n"
+    out = await runner.run(code, "python", CodeJob(session="plot", on_output=live))
+    [image] = out["files"]
+    assert image["mime_type"] == "image/png" and image["url"].startswith("data:image/png;base64,")
+    saved = runner.workdir("plot") / image["name"]
+    assert saved.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert {"kind": "display", "mime": "image/png", "name": image["name"]} in seen
+
+
+async def test_svg_and_html_displays(runner: JupyterRunner) -> None:
+    code = (
+        "from IPython.display import SVG, HTML, display\n"
+        'display(SVG(\'<svg xmlns="http://www.w3.org/2000/svg" width="4" height="4"/>\'))\n'
+        "display(HTML('<b>bold</b>'))\n"
+    )
+    out = await runner.run(code, "python", CodeJob(session="rich"))
+    [svg] = out["files"]
+    assert svg["mime_type"] == "image/svg+xml" and svg["name"].endswith(".svg")
+    assert b"<svg" in (runner.workdir("rich") / svg["name"]).read_bytes()
+    assert out["embeds"] == ["<b>bold</b>"]
+
+
+async def test_a_timeout_interrupts_and_the_next_cell_works(runner: JupyterRunner) -> None:
+    await runner.run("kept = 'yes'", "python", CodeJob(session="slow"))
+    code = "import time\nprint('before', flush=True)\ntime.sleep(600)\nprint('never')"
+    out = await runner.run(code, "python", CodeJob(session="slow", timeout=1))
+    assert out["stdout"] == "before\n"
+    assert out["error"].startswith("timed out after 1 s (interrupted; variables are kept)")
+    assert "KeyboardInterrupt" in out["stderr"]
+    after = await runner.run("kept", "python", CodeJob(session="slow"))
+    assert after["result"] == "'yes'"
+
+
+async def test_a_run_asks_for_at_most_max_timeout(tmp_path: Path) -> None:
+    run = JupyterRunner(tmp_path, timeout=5, max_timeout=1)
+    try:
+        out = await run.run("import time; time.sleep(600)", "python", CodeJob(timeout=100))
+    finally:
+        await run.aclose()
+    assert out["error"].startswith("timed out after 1 s")
+
+
+async def test_cancelling_a_run_interrupts_the_cell(runner: JupyterRunner) -> None:
+    started = asyncio.Event()
+
+    async def live(event: dict[str, Any]) -> None:
+        started.set()
+
+    await runner.run("n = 1", "python", CodeJob(session="cancel"))
+    code = "import time\nprint('go', flush=True)\nwhile True:\n    time.sleep(0.01)"
+    task = asyncio.get_running_loop().create_task(
+        runner.run(code, "python", CodeJob(session="cancel", on_output=live))
+    )
+    async with asyncio.timeout(HANG):
+        await started.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    # the kernel is free again (the loop was interrupted, not left running) and kept `n`
+    async with asyncio.timeout(HANG):
+        after = await runner.run("n + 1", "python", CodeJob(session="cancel"))
+    assert after["result"] == "2"
+
+
+async def test_other_languages_are_refused(runner: JupyterRunner) -> None:
+    out = await runner.run("echo hi", "bash", CodeJob(session="lang"))
+    assert out["error"] == "Unsupported language: bash"
+
+
+async def test_the_pool_is_limited_reaps_idle_kernels_and_closes(tmp_path: Path) -> None:
+    run = JupyterRunner(tmp_path, max_kernels=1, idle_timeout=60)
+    now = [0.0]
+    run.pool.clock = lambda: now[0]
+    try:
+        await run.run("a = 1", "python", CodeJob(session="one"))
+        first = run.pool._kernels["one"].manager
+        with pytest.raises(PoolFull, match="all 1 code kernels are in use"):
+            await run.run("1", "python", CodeJob(session="two"))
+        assert await run.pool.reap() == []  # not idle long enough yet
+        now[0] = 61.0
+        assert await run.pool.reap() == ["one"]
+        assert not await first.is_alive()
+        second = await run.run("1 + 1", "python", CodeJob(session="two"))
+        assert second["result"] == "2"
+        manager = run.pool._kernels["two"].manager
+        assert await manager.is_alive()
+    finally:
+        await run.aclose()
+    assert run.pool.running() == []
+    assert not await manager.is_alive()
