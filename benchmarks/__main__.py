@@ -5,7 +5,15 @@ from __future__ import annotations
 import argparse
 import importlib
 
-SUITES = ("core_stream", "engine_loop", "server_load", "chat_load", "tool_sources", "local_model")
+SUITES = (
+    "core_stream",
+    "text_tool_calls",
+    "engine_loop",
+    "server_load",
+    "chat_load",
+    "tool_sources",
+    "local_model",
+)
 
 
 def main() -> None:

@@ -42,32 +42,30 @@ class TextCallAccumulator(DeltaAccumulator):
         self._recogniser = TextCallRecogniser(tools, reasoning=reasoning)
         self.calls_from_text = 0
         """How many calls this response made in text (0: none, or not recognised)."""
+        self._base = DeltaAccumulator.feed_into.__get__(self)
+        """The plain `feed_into`, bound once (invariant 4)."""
         if self._recogniser.passing:
-            self._plain_from_now()
-
-    def _plain_from_now(self) -> None:
-        """Invariant 4: the instance's `feed_into` becomes the base class's."""
-        self.feed_into = super().feed_into  # type: ignore[method-assign]
+            self.feed_into = self._base  # type: ignore[method-assign]
 
     def feed_into(self, delta: Delta, out: list[Event]) -> None:
-        recogniser = self._recogniser
         if type(delta) is TextDelta:
+            recogniser = self._recogniser
             text = recogniser.feed(delta.text)
             if recogniser.passing:
-                self._plain_from_now()
+                self.feed_into = self._base  # type: ignore[method-assign]
             if text:
-                super().feed_into(delta if text is delta.text else TextDelta(text), out)
-        elif type(delta) is ToolCallDelta:  # invariant 2
+                self._base(delta if text is delta.text else TextDelta(text), out)
+        elif type(delta) is ToolCallDelta:  # a native call (invariant 2)
             self._release(out)
-            super().feed_into(delta, out)
-        else:
-            super().feed_into(delta, out)
+            self._base(delta, out)
+        else:  # reasoning, usage, finish …
+            self._base(delta, out)
 
     def _release(self, out: list[Event]) -> None:
         held = self._recogniser.give_up()
-        self._plain_from_now()
+        self.feed_into = self._base  # type: ignore[method-assign]
         if held:
-            super().feed_into(TextDelta(held), out)
+            self._base(TextDelta(held), out)
 
     def finish(self, *, truncated: bool = False) -> list[Event]:
         if self.finished:
@@ -77,8 +75,7 @@ class TextCallAccumulator(DeltaAccumulator):
             self._release(out)
             return out + super().finish(truncated=truncated)
         text, calls = self._recogniser.finish()
-        self._plain_from_now()
-        base = super().feed_into
+        self.feed_into = base = self._base  # type: ignore[method-assign]
         if text:
             base(TextDelta(text), out)
         for slot, call in enumerate(calls):
