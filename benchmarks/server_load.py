@@ -1,22 +1,32 @@
-"""N concurrent streamed chats through `/v1/chat/completions`, against the upstream alone.
+"""N concurrent streamed chats: toolrelay against a pass-through proxy and the upstream alone.
 
-The fast fake upstream runs in its own process and streams CHUNKS text chunks
-per chat, INTERVAL apart, so all N chats are active at once. For each N the
-same client first streams N chats straight from the upstream (the baseline),
-then N through toolrelay (a separate `toolrelay serve` process, SQLite,
-in-process events). Reported: time to first token p50 / p99 straight from
-the upstream and through toolrelay, the p50 added, content chunks per second
-delivered (toolrelay merges deltas within 20 ms, so fewer, larger chunks),
-server CPU per chat (from /proc), and server memory per active chat (peak
-RSS during the run over idle RSS, divided by N). Client, upstream and server
-share the machine's cores, so at high N the client's own load shows in both
-columns. `cut` counts chats whose text did not arrive whole (through
-toolrelay / straight from the upstream): it should stay 0/0.
+Three contenders stream the same answers (CHUNKS text chunks, INTERVAL apart,
+from the fake upstream in its own process), N chats started at once:
+
+- `upstream`: straight from the fake upstream, the time any answer needs;
+- `proxy`: the minimal pass-through proxy (`benchmarks/proxy.py`: a raw ASGI
+  app forwarding the upstream's bytes with one shared httpx client), the floor;
+- `toolrelay`: `toolrelay serve` (SQLite, in-process events), the whole loop.
+
+With two or more cores the servers are pinned to CPU 0 and the upstream and
+the load client to CPU 1, so a server's own queueing is what the figures show.
+Reported per N (the median of ROUNDS rounds, the contenders alternating so
+drift hits all alike): added time to first token p50 / p99 (the contender's
+TTFT percentile minus the upstream's), TTFB p50 (response head), server CPU
+per chat (from /proc) and content chunks per chat, then toolrelay's figures
+over the proxy's (ratios below 1.00 are better than the floor). `cut` counts
+chats whose text did not arrive whole: it should stay 0.
+
+`BENCH_BEFORE_SRC=/path/to/other/src` adds a `before` contender: another
+checkout's toolrelay, measured in the same rounds (a before/after comparison).
+A last row runs `toolrelay serve --workers 2` unpinned (client and upstream
+share the two cores with it then).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import socket
 import statistics
@@ -24,15 +34,28 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import orjson
 
+from benchmarks.load_client import Sample, percentile, wave
+
 CHUNKS = 40
 INTERVAL = 0.02
+ROUNDS = 3
 KEY = "tr-benchmark-key-0123456789abcdef"
-BODY = {"model": "fake", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+PATH = "/v1/chat/completions"
+BODY = orjson.dumps(
+    {"model": "fake", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+)
+EXPECTED = "".join(f"tok{i} " for i in range(CHUNKS))
+ROOT = Path(__file__).resolve().parent.parent
+"""This checkout: its `src` and `benchmarks` go first on the children's path."""
+SERVER_CPUS = {0}
+CLIENT_CPUS = {1}
 
 
 def free_port() -> int:
@@ -41,7 +64,7 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def wait_http(url: str, limit: float = 30) -> None:
+def wait_http(url: str, limit: float = 60) -> None:
     deadline = time.monotonic() + limit
     while time.monotonic() < deadline:
         try:
@@ -52,129 +75,228 @@ def wait_http(url: str, limit: float = 30) -> None:
     raise RuntimeError(f"{url} did not come up")
 
 
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+def cpu_seconds(pids: list[int]) -> float:
+    total = 0.0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
 
 
-def rss_kib(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    return 0
+def pinned() -> bool:
+    return len(os.sched_getaffinity(0)) >= 2 and {0, 1} <= os.sched_getaffinity(0)
 
 
-EXPECTED = "".join(f"tok{i} " for i in range(CHUNKS))
+def children(pid: int) -> list[int]:
+    """The process and its children (uvicorn's worker processes)."""
+    found = [pid]
+    with contextlib.suppress(OSError):
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            text = (task / "children").read_text().split()
+            found += [int(c) for c in text]
+    return found
 
 
-async def one_chat(
-    client: httpx.AsyncClient, url: str, headers: dict[str, str]
-) -> tuple[float, int, bool]:
-    """TTFT, content chunks received, and whether the whole text arrived."""
-    start = time.perf_counter()
-    first = 0.0
-    pieces: list[str] = []
-    async with client.stream("POST", url, json=BODY, headers=headers) as response:
-        response.raise_for_status()
-        async for line in response.aiter_lines():
-            if not line.startswith("data: {"):
-                continue
-            choices = orjson.loads(line[6:]).get("choices") or [{}]
-            content = (choices[0].get("delta") or {}).get("content")
-            if content:
-                pieces.append(content)
-                if not first:
-                    first = time.perf_counter() - start
-    return first, len(pieces), "".join(pieces) == EXPECTED
+@dataclass
+class Contender:
+    name: str
+    port: int
+    headers: dict[str, str]
+    pid: int
+
+    def pids(self) -> list[int]:
+        return children(self.pid)
 
 
-async def wave(url: str, n: int, headers: dict[str, str], pid: int | None) -> dict[str, float]:
-    limits = httpx.Limits(max_connections=n + 10, max_keepalive_connections=n + 10)
-    async with httpx.AsyncClient(timeout=120, limits=limits) as client:
-        cpu0 = cpu_seconds(pid) if pid else 0.0
-        peak = 0
-        done = False
+@dataclass
+class Figures:
+    p50: float
+    p99: float
+    ttfb: float
+    cpu_ms: float
+    chunks: float
+    cut: int
 
-        async def sample() -> None:
-            nonlocal peak
-            while not done and pid:
-                peak = max(peak, rss_kib(pid))
-                await asyncio.sleep(0.05)
 
-        sampler = asyncio.create_task(sample())
-        start = time.perf_counter()
-        results = await asyncio.gather(*(one_chat(client, url, headers) for _ in range(n)))
-        elapsed = time.perf_counter() - start
-        done = True
-        await sampler
-    ttfts = sorted(r[0] for r in results)
+def measure(contender: Contender, n: int) -> tuple[Figures, list[Sample]]:
+    pids = contender.pids()
+    cpu0 = cpu_seconds(pids)
+    samples = asyncio.run(wave(contender.port, PATH, n, BODY, contender.headers))
+    cpu = (cpu_seconds(pids) - cpu0) * 1000 / n
+    ttfts = [s.ttft for s in samples if s.ttft]
+    figures = Figures(
+        p50=percentile(ttfts, 50) if ttfts else float("nan"),
+        p99=percentile(ttfts, 99) if ttfts else float("nan"),
+        ttfb=percentile([s.ttfb for s in samples], 50),
+        cpu_ms=cpu,
+        chunks=statistics.mean(s.chunks for s in samples),
+        cut=sum(1 for s in samples if s.status != 200 or s.text != EXPECTED),
+    )
+    return figures, samples
+
+
+def median_figures(runs: list[Figures]) -> Figures:
+    def med(attr: str) -> float:
+        return statistics.median(getattr(r, attr) for r in runs)
+
+    return Figures(
+        med("p50"), med("p99"), med("ttfb"), med("cpu_ms"), med("chunks"), max(r.cut for r in runs)
+    )
+
+
+@contextlib.contextmanager
+def spawned(command: list[str], env: dict[str, str], cpus: set[int] | None) -> Iterator[int]:
+    process = subprocess.Popen(
+        command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        if cpus is not None:
+            os.sched_setaffinity(process.pid, cpus)
+        yield process.pid
+    finally:
+        process.terminate()
+        try:
+            process.wait(15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(15)
+
+
+def toolrelay_env(
+    env: dict[str, str], src: str, data: str, port: int, upstream: str
+) -> dict[str, str]:
+    routes = [{"name": "fake", "base_url": upstream, "model": "m"}]
     return {
-        "p50": statistics.median(ttfts),
-        "p99": ttfts[min(len(ttfts) - 1, int(len(ttfts) * 0.99))],
-        "chunks_per_s": sum(r[1] for r in results) / elapsed,
-        "cpu_ms": (cpu_seconds(pid) - cpu0) * 1000 / n if pid else 0.0,
-        "peak_kib": float(peak),
-        "incomplete": float(sum(1 for r in results if not r[2])),
+        **env,
+        "PYTHONPATH": os.pathsep.join([src, str(ROOT), env.get("PYTHONPATH", "")]),
+        "TOOLRELAY_DATA_DIR": data,
+        "TOOLRELAY_ADMIN_KEY": KEY,
+        "TOOLRELAY_PORT": str(port),
+        "TOOLRELAY_MODELS": orjson.dumps(routes).decode(),
     }
+
+
+@contextlib.contextmanager
+def servers(workers: int | None = None) -> Iterator[list[Contender]]:
+    """Upstream, proxy and toolrelay processes (and `before`, when asked), as contenders."""
+    pin = pinned()
+    server_cpus = SERVER_CPUS if pin and workers is None else None
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLRELAY_")}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), str(ROOT), env.get("PYTHONPATH", "")])
+    up_port, proxy_port = free_port(), free_port()
+    upstream_cmd = [sys.executable, "-m", "benchmarks.upstream", str(up_port)]
+    upstream_cmd += [str(CHUNKS), str(INTERVAL)]
+    checkouts = {"toolrelay": str(ROOT / "src")}
+    if os.environ.get("BENCH_BEFORE_SRC") and workers is None:
+        checkouts["before"] = os.environ["BENCH_BEFORE_SRC"]
+    with tempfile.TemporaryDirectory() as data, contextlib.ExitStack() as stack:
+        upstream = subprocess.Popen(upstream_cmd, stdout=subprocess.PIPE, env=env)
+        stack.callback(upstream.wait, 15)
+        stack.callback(upstream.terminate)
+        if pin:
+            os.sched_setaffinity(upstream.pid, CLIENT_CPUS)
+        assert upstream.stdout is not None and upstream.stdout.readline().strip() == b"ready"
+        upstream_url = f"http://127.0.0.1:{up_port}"
+        proxy_cmd = [sys.executable, "-m", "benchmarks.proxy", str(proxy_port), upstream_url]
+        found = [Contender("upstream", up_port, {}, 0)]
+        found.append(
+            Contender(
+                "proxy", proxy_port, {}, stack.enter_context(spawned(proxy_cmd, env, server_cpus))
+            )
+        )
+        auth = {"authorization": f"Bearer {KEY}"}
+        serve = [sys.executable, "-m", "toolrelay.cli.main", "serve"]
+        if workers is not None:
+            serve += ["--workers", str(workers)]
+        for name, src in checkouts.items():
+            port = free_port()
+            folder = tempfile.mkdtemp(dir=data)
+            server_env = toolrelay_env(env, src, folder, port, upstream_url)
+            pid = stack.enter_context(spawned(serve, server_env, server_cpus))
+            found.append(Contender(name, port, auth, pid))
+        for contender in found[1:]:
+            wait_http(f"http://127.0.0.1:{contender.port}/healthz")  # any answer: it listens
+            measure(contender, 20)  # warm up: imports, pools, the key cache
+        yield found
 
 
 def run(*, quick: bool = False) -> None:
     sizes = (50, 200) if quick else (50, 200, 1000)
-    up_port, tr_port = free_port(), free_port()
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
-    upstream = subprocess.Popen(
-        [sys.executable, "-m", "benchmarks.upstream", str(up_port), str(CHUNKS), str(INTERVAL)],
-        stdout=subprocess.PIPE,
-        env=env,
-    )
-    with tempfile.TemporaryDirectory() as data:
-        routes = [{"name": "fake", "base_url": f"http://127.0.0.1:{up_port}", "model": "m"}]
-        server_env = {
-            **env,
-            "TOOLRELAY_DATA_DIR": data,
-            "TOOLRELAY_ADMIN_KEY": KEY,
-            "TOOLRELAY_PORT": str(tr_port),
-            "TOOLRELAY_MODELS": orjson.dumps(routes).decode(),
-        }
-        server = subprocess.Popen(
-            [sys.executable, "-m", "toolrelay.cli.main", "serve"],
-            env=server_env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        try:
-            assert upstream.stdout is not None and upstream.stdout.readline().strip() == b"ready"
-            wait_http(f"http://127.0.0.1:{tr_port}/healthz")
-            _report(sizes, up_port, tr_port, server.pid)
-        finally:
-            server.terminate()
-            upstream.terminate()
-            server.wait(10)
-            upstream.wait(10)
-
-
-def _report(sizes: tuple[int, ...], up_port: int, tr_port: int, pid: int) -> None:
-    direct = f"http://127.0.0.1:{up_port}/v1/chat/completions"
-    relayed = f"http://127.0.0.1:{tr_port}/v1/chat/completions"
-    auth = {"Authorization": f"Bearer {KEY}"}
-    asyncio.run(wave(relayed, 10, auth, pid))  # warm up: imports, pools, key cache
-    idle = rss_kib(pid)
+    rounds = 1 if quick else ROUNDS
+    own = os.sched_getaffinity(0)
+    where = "servers on CPU 0, upstream and client on CPU 1" if pinned() else "unpinned"
     print(
-        f"\nserver: N concurrent streamed chats, {CHUNKS} chunks each, {INTERVAL * 1000:.0f} ms apart"
+        f"\nserver: N concurrent streamed chats, {CHUNKS} chunks {INTERVAL * 1000:.0f} ms apart; "
+        f"{where}; median of {rounds} round(s)"
     )
     print(
-        f"{'N':>6}{'TTFT p50/p99 upstream':>24}{'via toolrelay':>18}{'added p50':>11}"
-        f"{'chunks/s':>10}{'CPU ms/chat':>13}{'KiB/chat':>10}{'cut':>5}"
+        f"{'N':>7}  {'':<10}{'added TTFT':>14}{'TTFB':>7}{'CPU ms':>8}{'chunks':>8}{'cut':>5}"
+        f"  {'over the proxy:':<16}{'TTFT p50':>9}{'p99':>6}{'CPU':>6}"
     )
-    for n in sizes:
-        base = asyncio.run(wave(direct, n, {}, None))
-        ours = asyncio.run(wave(relayed, n, auth, pid))
-        cut = f"{ours['incomplete']:.0f}/{base['incomplete']:.0f}"  # via toolrelay / upstream
-        added50 = (ours["p50"] - base["p50"]) * 1000
-        per_chat = max(0.0, ours["peak_kib"] - idle) / n
-        upstream = f"{base['p50'] * 1000:.0f} / {base['p99'] * 1000:.0f} ms"
-        relayed_ms = f"{ours['p50'] * 1000:.0f} / {ours['p99'] * 1000:.0f} ms"
-        print(
-            f"{n:>6}{upstream:>24}{relayed_ms:>18}{added50:>9.0f}ms"
-            f"{ours['chunks_per_s']:>10.0f}{ours['cpu_ms']:>13.2f}{per_chat:>10.1f}{cut:>5}"
+    print(f"{'':>7}  {'':<10}{'p50/p99 ms':>14}{'p50 ms':>7}{'/chat':>8}{'/chat':>8}")
+    try:
+        if pinned():
+            os.sched_setaffinity(0, CLIENT_CPUS)
+        with servers() as contenders:
+            for n in sizes:
+                _rows(str(n), n, rounds, contenders)
+        if not quick and len(own) >= 2 and workers_supported():
+            os.sched_setaffinity(0, own)
+            with servers(workers=2) as contenders:
+                _rows("200 w=2", 200, rounds, contenders)
+    finally:
+        os.sched_setaffinity(0, own)
+
+
+def workers_supported() -> bool:
+    command = [sys.executable, "-m", "toolrelay.cli.main", "serve", "--help"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    return "--workers" in subprocess.run(command, capture_output=True, text=True, env=env).stdout
+
+
+def _rows(label: str, n: int, rounds: int, contenders: list[Contender]) -> None:
+    runs: dict[str, list[Figures]] = {c.name: [] for c in contenders}
+    for _ in range(rounds):
+        for contender in contenders:
+            runs[contender.name].append(_measure_direct(contender, n))
+    figures = {name: median_figures(r) for name, r in runs.items()}
+    base, floor = figures["upstream"], figures["proxy"]
+    print(
+        f"{label:>7}  {'upstream':<10}{f'({base.p50 * 1000:.0f} / {base.p99 * 1000:.0f})':>14}"
+        f"{base.ttfb * 1000:>7.0f}{'':>8}{base.chunks:>8.1f}{base.cut:>5}   (its own TTFT)"
+    )
+
+    def added(f: Figures) -> tuple[float, float]:
+        return (f.p50 - base.p50) * 1000, (f.p99 - base.p99) * 1000
+
+    def ratio(a: float, b: float) -> str:
+        return f"{a / b:.2f}" if b > 1 else "-"
+
+    fa = added(floor)
+    for name, f in figures.items():
+        if name == "upstream":
+            continue
+        a = added(f)
+        line = (
+            f"{'':>7}  {name:<10}{f'{a[0]:.0f} / {a[1]:.0f}':>14}{f.ttfb * 1000:>7.0f}"
+            f"{f.cpu_ms:>8.1f}{f.chunks:>8.1f}{f.cut:>5}"
         )
+        if name != "proxy":
+            line += f"  {'':<16}{ratio(a[0], fa[0]):>9}{ratio(a[1], fa[1]):>6}"
+            line += f"{ratio(f.cpu_ms, floor.cpu_ms):>6}"
+        print(line)
+
+
+def _measure_direct(contender: Contender, n: int) -> Figures:
+    if contender.pid:
+        return measure(contender, n)[0]
+    samples = asyncio.run(wave(contender.port, PATH, n, BODY, contender.headers))
+    ttfts = [s.ttft for s in samples if s.ttft]
+    return Figures(
+        percentile(ttfts, 50),
+        percentile(ttfts, 99),
+        percentile([s.ttfb for s in samples], 50),
+        0.0,
+        statistics.mean(s.chunks for s in samples),
+        sum(1 for s in samples if s.text != EXPECTED),
+    )

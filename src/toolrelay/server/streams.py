@@ -1,26 +1,36 @@
-"""Streamed answers' lifecycle: SSE comments while the turn is silent.
+"""Streamed /v1 answers: the turn writes its own frames, a watcher sends keep-alives.
 
-While server-side tools run (or a model thinks without streaming), a /v1
-stream would send nothing for as long as they take, and proxies cut idle
-connections. `with_keepalive` moves the turn's events through a one-slot
-queue, read with a timeout: when nothing came for `every` seconds, it yields
-`None` and the route sends an SSE comment. The source is iterated by a pump
-task; leaving early (the client went away) cancels the pump once, which
-closes the source (the turn saves and closes its upstream), and the pump is
-kept referenced until that cleanup is done.
+Under load every hand-over between tasks costs one full turn of the event
+loop, which with hundreds of streams open is tens of milliseconds each. So a
+streamed answer has none on its way out: the turn runs in the request's own
+task (`TurnStream`), and its sink renders each event and writes the frames to
+the connection at once, exactly as a pass-through proxy forwards bytes. The
+first token leaves in the same loop step that read it from the upstream, and
+a slow client slows its own turn (the write waits), never the server.
+
+One small watcher task per stream does the rest: while the turn is silent
+(server-side tools running, a model thinking without streaming) it sends an
+SSE comment every `keepalive` seconds, so proxies do not cut the connection;
+when the client hangs up it cancels the turn, which saves what it has and
+closes its upstream. `cancel_streams` (shutdown) cancels every running turn.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from typing import Any, Final, Protocol, TypeVar
+from collections.abc import Awaitable, Callable
+from typing import Any, Final, Protocol
+
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
 
 from toolrelay.core.events import Event
+from toolrelay.engine.interfaces import EventSink
 
-T = TypeVar("T")
+__all__ = ["KEEPALIVE", "SSE_HEADERS", "TurnStream", "Writer", "cancel_streams"]
 
 KEEPALIVE: Final = b": keep-alive\n\n"
+SSE_HEADERS: Final = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
 class Writer(Protocol):
@@ -34,71 +44,119 @@ class Writer(Protocol):
     def feed(self, event: Event) -> bytes: ...
 
 
-async def sse_body(
-    events: AsyncIterator[Event], writer: Writer, keepalive: float
-) -> AsyncIterator[bytes]:
-    """A streamed /v1 answer's body: the writer's frames, and a comment in each silence."""
-    yield writer.start()
-    async for event in with_keepalive(events, keepalive):
-        if event is None:  # silence (tools running): tell proxies the stream is alive
-            yield KEEPALIVE
-            continue
+class _FrameSink:
+    """The turn's sink: each event's frames go straight to the connection."""
+
+    __slots__ = ("_send", "_writer", "_now", "last", "open", "complete", "stopped")
+
+    def __init__(self, send: Send, writer: Writer, now: Callable[[], float]) -> None:
+        self._send = send
+        self._writer = writer
+        self._now = now
+        self.last = now()
+        """When the last bytes went out (the loop's clock): the watcher's silence starts here."""
+        self.open = True
+        """False once the body is complete, the client left or the server stops."""
+        self.complete = False
+        """The body's last message went out."""
+        self.stopped = False
+        """The turn was cancelled from here: the client left, or the server stops."""
+
+    async def emit(self, event: Event) -> None:
+        if not self.open:
+            return
+        writer = self._writer
         frames = writer.feed(event)
         if frames:
-            yield frames
+            await self.write(frames)
         if writer.done:
+            await self.end()
+
+    async def write(self, data: bytes) -> None:
+        self.last = self._now()
+        await self._send({"type": "http.response.body", "body": data, "more_body": True})
+
+    async def end(self) -> None:
+        self.open = False
+        if not self.complete:
+            self.complete = True
+            await self._send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+_STREAMS: dict[asyncio.Task[Any], _FrameSink] = {}
+
+
+class TurnStream(Response):
+    """A streamed answer whose turn runs in the request's task (module doc).
+
+    `run(sink)` runs the turn with the given sink (`relay.run(messages, sink=sink, …)`).
+    """
+
+    media_type = "text/event-stream"
+
+    def __init__(
+        self,
+        run: Callable[[EventSink], Awaitable[object]],
+        writer: Writer,
+        keepalive: float,
+    ) -> None:
+        self.status_code = 200
+        self.background = None
+        self.init_headers(SSE_HEADERS)
+        self._run = run
+        self._writer = writer
+        self._keepalive = keepalive
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        assert task is not None
+        await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
+        sink = _FrameSink(send, self._writer, loop.time)
+        await sink.write(self._writer.start())
+        watcher = loop.create_task(_watch(receive, sink, task, self._keepalive))
+        _STREAMS[task] = sink
+        try:
+            await self._run(sink)
+        except asyncio.CancelledError:
+            if not sink.stopped or task.cancelling() > 1:  # not ours: pass it on
+                raise
+            task.uncancel()  # ours (the client left, the server stops): the turn saved its part
+        finally:
+            del _STREAMS[task]
+            watcher.cancel()
+        await sink.end()  # a stopped stream ends cut: no final frames, no [DONE]
+
+
+async def _watch(receive: Receive, sink: _FrameSink, turn: asyncio.Task[Any], every: float) -> None:
+    """Keep-alives while the turn is silent; cancel the turn when the client hangs up."""
+    loop = asyncio.get_running_loop()
+    while sink.open:
+        wait = sink.last + every - loop.time()
+        if wait <= 0:
+            await sink.write(KEEPALIVE)
+            continue
+        try:
+            async with asyncio.timeout(wait):
+                message = await receive()
+        except TimeoutError:
+            continue
+        if message["type"] == "http.disconnect":
+            if sink.open:  # else the body is complete: nothing to stop
+                _stop(turn, sink)
             return
 
 
-_END: Final = object()
-_PUMPS: set[asyncio.Task[Any]] = set()
-
-
-async def with_keepalive(source: AsyncIterator[T], every: float) -> AsyncIterator[T | None]:
-    """The items of `source`, with `None` after each `every` seconds without one."""
-    queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=1)  # keeps the reader's back-pressure
-    pump = asyncio.get_running_loop().create_task(_pump(source, queue))
-    _PUMPS.add(pump)
-    pump.add_done_callback(_PUMPS.discard)
-    try:
-        while True:
-            try:
-                async with asyncio.timeout(every):
-                    item = await queue.get()
-            except TimeoutError:
-                if pump.done() and queue.empty():  # cancelled at shutdown: nothing more comes
-                    return
-                yield None
-                continue
-            if item is _END:
-                return
-            if isinstance(item, _Raised):
-                raise item.error
-            yield item
-    finally:
-        pump.cancel()  # a no-op once the source ended; else it closes the source
-
-
-class _Raised:
-    __slots__ = ("error",)
-
-    def __init__(self, error: BaseException) -> None:
-        self.error = error
+def _stop(turn: asyncio.Task[Any], sink: _FrameSink) -> None:
+    if not sink.stopped:
+        sink.open = False  # nothing more goes out: the client left or the server stops
+        sink.stopped = True
+        turn.cancel()
 
 
 async def cancel_streams() -> None:
     """Cancel every /v1 stream's turn (the shutdown grace is over) and wait for them to close."""
-    pumps = list(_PUMPS)
-    for pump in pumps:
-        pump.cancel()
-    await asyncio.gather(*pumps, return_exceptions=True)
-
-
-async def _pump(source: AsyncIterator[Any], queue: asyncio.Queue[Any]) -> None:
-    try:
-        async for item in source:
-            await queue.put(item)
-    except Exception as exc:  # the reader re-raises it where the stream is rendered
-        await queue.put(_Raised(exc))
-        return
-    await queue.put(_END)
+    turns = list(_STREAMS.items())
+    for turn, sink in turns:
+        _stop(turn, sink)
+    await asyncio.gather(*(t for t, _ in turns), return_exceptions=True)

@@ -340,9 +340,12 @@ async def _cancel_other_tasks() -> None:
 class FakeModelServer:
     """A scripted HTTP model server on 127.0.0.1 in a background thread; see the module doc."""
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, *, backlog: int = 1024) -> None:
+        """`backlog`: connections waiting to be accepted; asyncio's 100 drops the SYNs of a
+        larger burst, and their 1 s retransmits would pass for a slow proxy in benchmarks."""
         self.host = host
         self.port = port
+        self.backlog = backlog
         self.requests: list[RecordedRequest] = []
         self._lock = threading.Lock()
         self._queue: deque[Reply] = deque()
@@ -434,7 +437,7 @@ class FakeModelServer:
         loop = asyncio.new_event_loop()
         try:
             server = loop.run_until_complete(
-                asyncio.start_server(self._handle, self.host, self.port)
+                asyncio.start_server(self._handle, self.host, self.port, backlog=self.backlog)
             )
         except BaseException as exc:
             self._startup_error = exc

@@ -169,6 +169,9 @@ class _Retryable:
 
 MAX_CONNECTIONS: Final = 4096
 """Concurrent upstream responses per client: one per chat being answered."""
+KEEPALIVE_S: Final = 30.0
+"""How long an idle upstream connection is kept for the next chat (servers close theirs
+after 5 s to minutes; httpx notices a closed one before reusing it)."""
 
 
 class Upstream:
@@ -189,9 +192,14 @@ class Upstream:
             self._client = httpx.AsyncClient(
                 transport=self._transport,
                 timeout=httpx.Timeout(connect=t.connect, read=None, write=None, pool=t.connect),
-                # httpx's default (100 connections, 20 kept alive) queues a busy server's
-                # streams behind each other and reconnects most requests
-                limits=httpx.Limits(max_connections=MAX_CONNECTIONS, max_keepalive_connections=256),
+                # httpx's default (100 connections, 20 kept alive for 5 s) queues a busy
+                # server's streams behind each other and reconnects most requests; a new
+                # connection costs more CPU than the whole rest of starting a turn
+                limits=httpx.Limits(
+                    max_connections=MAX_CONNECTIONS,
+                    max_keepalive_connections=MAX_CONNECTIONS,
+                    keepalive_expiry=KEEPALIVE_S,
+                ),
                 follow_redirects=True,
             )
         return self._client

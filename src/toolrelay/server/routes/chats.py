@@ -35,9 +35,9 @@ from toolrelay.server.openapi import (
     TurnStarted,
     doc,
 )
-from toolrelay.server.routes.openai import SSE_HEADERS
 from toolrelay.server.schemas import ChatCreate, ChatUpdate, MessageCreate, ToolResultIn
 from toolrelay.server.services import Services, ServicesDep, UserDep
+from toolrelay.server.streams import SSE_HEADERS
 from toolrelay.server.turns import TurnBusy, TurnNotStarted, channel
 
 router = APIRouter(prefix="/api/chats", route_class=GuardedRoute)

@@ -13,7 +13,6 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter
-from fastapi.responses import StreamingResponse
 
 from toolrelay.config.settings import ModelRoute
 from toolrelay.core.formats.answer import turn_answer
@@ -26,10 +25,9 @@ from toolrelay.server.openapi import ModelList, OpenAIObject, doc
 from toolrelay.server.params import client_params
 from toolrelay.server.schemas import ChatCompletionRequest
 from toolrelay.server.services import ServicesDep, UserDep
-from toolrelay.server.streams import sse_body
+from toolrelay.server.streams import TurnStream
 
 router = APIRouter(route_class=GuardedRoute)
-SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
 @router.get("/v1/models", response_model=None, responses=doc(ModelList))
@@ -44,7 +42,7 @@ async def list_models(svc: ServicesDep, _: UserDep) -> dict[str, Any]:
 @router.post("/v1/chat/completions", response_model=None, responses=doc(OpenAIObject, stream=True))
 async def chat_completions(
     body: ChatCompletionRequest, svc: ServicesDep, user: UserDep
-) -> StreamingResponse | JSONBody:
+) -> TurnStream | JSONBody:
     route = svc.route(body.model)
     relay = svc.turns.relay_for(route)
     messages = [m.model_dump(exclude_none=True) for m in body.messages]
@@ -54,8 +52,11 @@ async def chat_completions(
     if body.stream:
         usage = body.stream_options is not None and body.stream_options.include_usage
         writer = ChatStream(route, include_usage=usage, events=body.toolrelay_events)
-        chunks = sse_body(relay.stream(messages, **run_args), writer, svc.settings.keepalive_s)
-        return StreamingResponse(chunks, media_type="text/event-stream", headers=SSE_HEADERS)
+        return TurnStream(
+            lambda sink: relay.run(messages, sink=sink, **run_args),
+            writer,
+            svc.settings.keepalive_s,
+        )
     result = await relay.run(messages, **run_args)
     answer = turn_answer(
         status=result.status,

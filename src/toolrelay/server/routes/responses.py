@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter
-from fastapi.responses import StreamingResponse
 
 from toolrelay.config.settings import ModelRoute
 from toolrelay.core.formats.answer import turn_answer
@@ -24,10 +23,9 @@ from toolrelay.server.guard import GuardedRoute
 from toolrelay.server.logs import REQUEST_ID
 from toolrelay.server.openapi import OpenAIObject, doc
 from toolrelay.server.params import client_params
-from toolrelay.server.routes.openai import SSE_HEADERS
 from toolrelay.server.schemas import ResponsesRequest
 from toolrelay.server.services import ServicesDep, UserDep
-from toolrelay.server.streams import sse_body
+from toolrelay.server.streams import TurnStream
 
 router = APIRouter(route_class=GuardedRoute)
 
@@ -35,7 +33,7 @@ router = APIRouter(route_class=GuardedRoute)
 @router.post("/v1/responses", response_model=None, responses=doc(OpenAIObject, stream=True))
 async def responses(
     body: ResponsesRequest, svc: ServicesDep, user: UserDep
-) -> StreamingResponse | JSONBody:
+) -> TurnStream | JSONBody:
     route = svc.route(body.model)
     if body.previous_response_id:
         raise APIError(
@@ -53,8 +51,11 @@ async def responses(
     run_args["message_id"] = REQUEST_ID.get()  # the turn's id is the request's (X-Request-ID)
     if body.stream:
         writer = ResponsesStream(route)
-        stream = sse_body(relay.stream(messages, **run_args), writer, svc.settings.keepalive_s)
-        return StreamingResponse(stream, media_type="text/event-stream", headers=SSE_HEADERS)
+        return TurnStream(
+            lambda sink: relay.run(messages, sink=sink, **run_args),
+            writer,
+            svc.settings.keepalive_s,
+        )
     result = await relay.run(messages, **run_args)
     answer = turn_answer(
         status=result.status,
