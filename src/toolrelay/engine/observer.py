@@ -64,6 +64,8 @@ class ToolCall:
 
     name: str
     call_id: str
+    known: bool = True
+    """False when no tool has this name (the model made it up)."""
     status: str = "completed"
     error: str | None = None
     """The text the model got instead of a result, when the call failed."""

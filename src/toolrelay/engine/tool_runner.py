@@ -169,7 +169,7 @@ async def _run_one(prep: _Prepared, env: ToolEnv, index: int) -> FunctionCallOut
     if env.watch is None:
         result, status = await _result(prep, name, env)
     else:
-        record = ToolCall(name, str(call.get("call_id")))
+        record = ToolCall(name, str(call.get("call_id")), known=name in env.tools)
         with env.watch.tool_call(record):
             result, status = await _result(prep, name, env)
             record.status = status

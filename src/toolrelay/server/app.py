@@ -26,13 +26,13 @@ from toolrelay.server.durability import Durability
 from toolrelay.server.errors import BodyLimit, JSONBody, install_error_handlers
 from toolrelay.server.logs import RequestIds
 from toolrelay.server.openapi import fix_openapi
-from toolrelay.server.routes import admin, chats, health, openai, responses, tools, web
+from toolrelay.server.routes import admin, chats, health, metrics, openai, responses, tools, web
 from toolrelay.server.services import Services
 from toolrelay.server.session import load_secret
 from toolrelay.server.shutdown import Stopping
 from toolrelay.server.startup_log import log_startup
 from toolrelay.server.streams import cancel_streams
-from toolrelay.server.turn_log import TurnLog
+from toolrelay.server.telemetry import Telemetry
 from toolrelay.server.turns import TurnManager
 
 log = logging.getLogger("toolrelay.server")
@@ -88,7 +88,8 @@ def create_app(settings: Settings, *, registry: Registry | None = None) -> FastA
         if not live.routes:
             log.warning("no model configured.\n%s", setup_hint())
         durability = Durability(lease_ttl=settings.turn_lease_s, checkpoint_s=settings.checkpoint_s)
-        turns = TurnManager(store, bus, live, durability, observer=TurnLog())
+        telemetry.start()
+        turns = TurnManager(store, bus, live, durability, observer=telemetry.observer)
         await turns.recover()
 
         async def cancel_running() -> None:
@@ -110,6 +111,7 @@ def create_app(settings: Settings, *, registry: Registry | None = None) -> FastA
             await bus.aclose()
             await live.aclose()
             await store.close()
+            telemetry.close()
 
     app = FastAPI(
         title="toolrelay",
@@ -128,6 +130,8 @@ def create_app(settings: Settings, *, registry: Registry | None = None) -> FastA
         )
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes, timeout=settings.body_timeout_s)
     app.add_middleware(RequestIds)
-    for module in (openai, responses, chats, admin, tools, web, health):
+    telemetry = Telemetry(settings)
+    app.state.metrics = telemetry.metrics
+    for module in (openai, responses, chats, admin, tools, web, health, metrics):
         app.include_router(module.router)
     return app

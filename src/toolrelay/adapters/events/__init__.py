@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncGenerator, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from toolrelay.core.events import Event
@@ -67,6 +67,8 @@ class Envelope:
 
     seq: int
     event: Event
+    published_at: float | None = field(default=None, compare=False)
+    """Wall-clock seconds when it was published (a reader's lag is `time.time()` minus this)."""
 
 
 class EventBus(Protocol):

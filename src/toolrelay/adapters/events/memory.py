@@ -92,7 +92,7 @@ class MemoryBus:
         """Append; an event after the turn ended (a title, say) restarts the channel's ttl."""
         ch = self._channel(channel)
         ch.seq += 1
-        ch.events.append(Envelope(ch.seq, event))
+        ch.events.append(Envelope(ch.seq, event, time.time()))
         if ch.state == "ended":
             self._schedule_expiry(channel)
         ch.notify()

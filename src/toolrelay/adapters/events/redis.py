@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncGenerator
 from typing import Any, Final
 
@@ -169,7 +170,7 @@ class RedisBus:
     # -- log ---------------------------------------------------------------
 
     async def publish(self, channel: str, event: Event) -> int:
-        payload = orjson.dumps(event.to_dict())
+        payload = orjson.dumps({**event.to_dict(), "ts": time.time()})
         seq = await self._publish(
             keys=self._keys(channel), args=[payload, self._max_events, self._ttl_ms]
         )
@@ -337,4 +338,6 @@ def _decode(entry_id: bytes, fields: dict[bytes, bytes]) -> Envelope | None:
         return None
     body = orjson.loads(payload)
     seq = int(entry_id.split(b"-", 1)[0])
-    return Envelope(seq, Event(body["type"], body.get("data") or {}))
+    published = body.get("ts")
+    when = float(published) if isinstance(published, int | float) else None
+    return Envelope(seq, Event(body["type"], body.get("data") or {}), when)

@@ -25,6 +25,7 @@ from toolrelay.core.events import Event
 from toolrelay.server.client_tools import client_tools
 from toolrelay.server.errors import APIError
 from toolrelay.server.guard import GuardedRoute
+from toolrelay.server.metrics import Metrics
 from toolrelay.server.openapi import (
     SSE,
     Accepted,
@@ -268,6 +269,8 @@ async def _sse(
     queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=1000)
     pump = asyncio.get_running_loop().create_task(_pump(svc, name, resume, queue))
     unwatch = svc.stopping.watch(lambda: _offer(queue, _STOP))
+    metrics: Metrics | None = getattr(request.app.state, "metrics", None)
+    since = metrics.subscribed() if metrics is not None else 0.0
     try:
         while not svc.stopping.is_set:
             try:
@@ -280,11 +283,15 @@ async def _sse(
             if envelope is None:
                 return
             if envelope is not _STOP:
+                if metrics is not None:
+                    metrics.delivered(envelope.published_at, since)
                 yield _frame(envelope.seq, envelope.event)
         yield SHUTDOWN_FRAME  # the server is stopping: the client resumes elsewhere or later
     finally:
         unwatch()
         pump.cancel()
+        if metrics is not None:
+            metrics.unsubscribed()
 
 
 _STOP = object()
