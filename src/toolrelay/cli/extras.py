@@ -14,7 +14,7 @@ from toolrelay.errors import ConfigError
 
 __all__ = ["SERVER", "missing_extra", "require"]
 
-SERVER = ("fastapi", "uvicorn", "sqlalchemy", "alembic", "aiosqlite")
+SERVER = ("fastapi", "uvicorn", "sqlalchemy", "alembic", "aiosqlite", "prometheus_client")
 POSTGRES = ("asyncpg",)
 REDIS = ("redis",)
 
