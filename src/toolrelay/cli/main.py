@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from toolrelay import __version__
-from toolrelay.cli import admin, chat, replay, serve, tools
+from toolrelay.cli import admin, chat, chats, models, replay, serve, tools
 
 app = typer.Typer(
     name="toolrelay",
@@ -16,6 +16,8 @@ app = typer.Typer(
     add_completion=False,
 )
 app.command("chat", epilog=chat.EXAMPLES)(chat.chat)
+app.add_typer(chats.chats_app, name="chats")
+app.command("models")(models.models)
 app.command("replay")(replay.replay)
 app.command("serve")(serve.serve)
 app.add_typer(admin.db_app, name="db")

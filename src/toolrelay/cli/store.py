@@ -14,8 +14,10 @@ the server extra still works, it just does not save.
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from toolrelay.cli.extras import SERVER, missing_extra, require
 from toolrelay.errors import ConfigError
@@ -24,7 +26,18 @@ if TYPE_CHECKING:
     from toolrelay.adapters.stores import User
     from toolrelay.adapters.stores.sql import SQLStore
 
-__all__ = ["OWNER", "can_save", "local_owner", "open_store", "sqlite_file", "where"]
+__all__ = [
+    "OWNER",
+    "can_save",
+    "database_url",
+    "local_owner",
+    "open_store",
+    "sqlite_file",
+    "where",
+    "with_store",
+]
+
+T = TypeVar("T")
 
 OWNER = "admin"
 """The CLI's conversations belong to the (oldest) user of this name."""
@@ -74,3 +87,39 @@ async def local_owner(store: SQLStore, *, create: bool = True) -> User | None:
     if user is None and create:
         user = await store.create_user(OWNER, is_admin=True)
     return user
+
+
+def database_url(url: str | None, config: Path | None = None) -> str:
+    """The flag wins; otherwise the settings' URL (SQLite under the data dir by default)."""
+    if url:
+        return url
+    from toolrelay.config.settings import load_settings
+
+    return load_settings(config).database_url
+
+
+def with_store(
+    url: str | None,
+    config: Path | None,
+    work: Callable[[SQLStore], Awaitable[T]],
+    *,
+    create: bool,
+    what: str,
+    say: Callable[[str], None] | None = None,
+) -> T:
+    """Open the database (`open_store`), tell `say` which one, run `work`, close it.
+
+    Errors are `ConfigError`s for the command to print.
+    """
+    target = database_url(url, config)
+
+    async def run() -> T:
+        store = await open_store(target, create=create, what=what)
+        if say is not None:
+            say(f"database: {where(target)}")
+        try:
+            return await work(store)
+        finally:
+            await store.close()
+
+    return asyncio.run(run())
