@@ -250,6 +250,21 @@ def test_a_configured_route_gets_its_client_and_tools(
     assert server.requests[0].json["model"] == "upstream-fast"
 
 
+def test_a_route_with_text_tool_calls_runs_a_call_written_as_text(
+    server: FakeModelServer, tools_file: Path, tmp_path: Path
+) -> None:
+    config = _config(tmp_path, server, tools_file)
+    config.write_text(config.read_text() + "text_tool_calls = true\n")
+    call = '```json\n{"name": "get_weather", "arguments": {"city": "Rome"}}\n```'
+    server.script(
+        SSEReply(chat_chunks(text=[call[:9], call[9:]])), SSEReply(chat_chunks(text="Warm."))
+    )
+    result = run("hi", "--config", str(config), "--model", "fast")
+    assert result.exit_code == 0, result.output
+    assert '✓ get_weather(city="Rome") → sunny in Rome' in result.stderr
+    assert len(server.requests) == 2
+
+
 def test_an_unknown_route_names_the_configured_ones(
     server: FakeModelServer, tools_file: Path, tmp_path: Path
 ) -> None:

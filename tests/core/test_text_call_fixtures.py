@@ -26,7 +26,14 @@ from toolrelay.core.body import BodyReader, read_body
 from toolrelay.core.events import Event
 from toolrelay.core.formats.content import detect_format
 from toolrelay.core.items import raw_items
-from toolrelay.testing.wire import ToolCallSpec, chat_chunks, chat_completion, render_sse
+from toolrelay.testing.wire import (
+    ToolCallSpec,
+    chat_chunks,
+    chat_completion,
+    render_responses_sse,
+    render_sse,
+    responses_events,
+)
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "text_tool_calls"
 WEATHER = ("get_weather", "get_time")
@@ -210,3 +217,14 @@ def test_any_cut_of_a_generated_body_gives_the_same_items(
     assert cut == whole
     calls = [i for i in whole["output"] if i["type"] == "function_call"]
     assert calls or summary(whole)[1] == (content if content.strip() else "")
+
+
+def test_held_content_counts_as_said_when_responses_events_follow() -> None:
+    """A body that starts as Chat Completions and switches to Responses events is read as
+    Chat Completions (core.body), also while its content is held: nothing is dropped."""
+    head = render_sse(chat_chunks(text=['{"name": "get_'])[:-1], done=False)
+    body = head + render_responses_sse(responses_events(text=["hi"]))
+    on, _ = read_body(body, "sse", text_tools=WEATHER)
+    off, _ = read_body(body, "sse")
+    assert mask(on.to_dict()) == mask(off.to_dict())
+    assert summary(mask(on.to_dict()))[1] == '{"name": "get_'

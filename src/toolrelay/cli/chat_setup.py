@@ -67,6 +67,8 @@ class ChatSetup:
     filters: list[Any] = dataclasses.field(default_factory=list)
     approve: Callable[[str, Mapping[str, Any]], tuple[bool, str | None]] | None = None
     """Answers `tool:approval`: (approved, reason). None rejects."""
+    text_tool_calls: bool = False
+    """The route's `text_tool_calls`: calls the model writes as text run as real calls."""
 
 
 def approver(
@@ -181,7 +183,9 @@ def _route_setup(choice: ModelChoice, file_tools: list[Tool | ToolSource]) -> Ch
             "set OPENAI_BASE_URL to use any model of that server)"
         )
     tools = [*registry.tools_for(name), *file_tools]
-    return ChatSetup(registry.client_for(name), tools, limits, registry.aclose, name)
+    client = registry.client_for(name)
+    text_calls = registry.routes[name].text_tool_calls
+    return ChatSetup(client, tools, limits, registry.aclose, name, text_tool_calls=text_calls)
 
 
 def _all_tools(registry: Any) -> list[Tool | ToolSource]:

@@ -136,6 +136,7 @@ class ChatRun:
             store=self.store,
             tasks=(),
             name=setup.name,
+            text_tool_calls=setup.text_tool_calls,
         )
         history = self.conversation.messages if self.conversation is not None else self.history
         self.setup = setup

@@ -255,7 +255,8 @@ class BodyReader:
         events = self._events
         if events is None:
             deltas = self.acc
-            if deltas.output:  # deltas built items: this body speaks Chat Completions
+            if deltas.output or (isinstance(deltas, TextCallAccumulator) and deltas.holding):
+                # deltas built items (or hold content): this body speaks Chat Completions
                 return deltas.feed(error_from_payload(obj)) if obj.get("type") == "error" else []
             events = self._events = EventAccumulator(**self._options)
             events.carry_over(deltas)

@@ -47,6 +47,11 @@ class TextCallAccumulator(DeltaAccumulator):
         if self._recogniser.passing:
             self.feed_into = self._base  # type: ignore[method-assign]
 
+    @property
+    def holding(self) -> bool:
+        """Content is held back (it may be a call): the body has said something already."""
+        return self._recogniser.holding
+
     def feed_into(self, delta: Delta, out: list[Event]) -> None:
         if type(delta) is TextDelta:
             recogniser = self._recogniser

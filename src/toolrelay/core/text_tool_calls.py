@@ -259,6 +259,11 @@ class TextCallRecogniser:
         self._lit_at = 0
         self._name = ""
 
+    @property
+    def holding(self) -> bool:
+        """Something other than whitespace is held back."""
+        return bool(self._held.strip())
+
     # -- the three calls -----------------------------------------------------
     def feed(self, text: str) -> str:
         if self.passing:
