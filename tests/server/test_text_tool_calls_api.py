@@ -11,6 +11,10 @@ from pathlib import Path
 
 import openai
 import pytest
+from openai.types.chat import (
+    ChatCompletionFunctionToolParam,
+    ChatCompletionMessageFunctionToolCall,
+)
 
 from tests.sdk_clients import openai_client
 from tests.server.conftest import ADMIN_KEY, Running, ServerThread, make_settings
@@ -79,3 +83,29 @@ def test_other_routes_leave_the_text_alone(running: Running) -> None:
     )
     assert done.choices[0].message.content == CALL
     assert len(running.upstream.requests) == 1
+
+
+def test_a_call_to_a_client_tool_written_as_text_goes_back_as_tool_calls(
+    running: Running,
+) -> None:
+    """The client's own tool: the recovered call ends the response as a native one would."""
+    text = '{"name": "get_location", "arguments": {}}'
+    running.upstream.route(CHAT, SSEReply(chat_chunks(text=[text[:7], text[7:]])))
+    tools: list[ChatCompletionFunctionToolParam] = [
+        {
+            "type": "function",
+            "function": {"name": "get_location", "parameters": {"type": "object"}},
+        }
+    ]
+    done = sdk(running).chat.completions.create(
+        model="local", messages=[{"role": "user", "content": "where am I?"}], tools=tools
+    )
+    choice = done.choices[0]
+    assert choice.finish_reason == "tool_calls" and not choice.message.content
+    assert choice.message.tool_calls is not None
+    call = choice.message.tool_calls[0]
+    assert isinstance(call, ChatCompletionMessageFunctionToolCall)
+    assert (call.function.name, call.function.arguments) == ("get_location", "{}")
+    assert call.id.startswith("call_")
+    offered = {t["function"]["name"] for t in running.upstream.requests[0].json["tools"]}
+    assert offered == {"add", "shout", "get_location"}
