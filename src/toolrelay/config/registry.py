@@ -23,6 +23,7 @@ from toolrelay.adapters.models import Ollama, OpenAIChat, OpenAIResponses
 from toolrelay.adapters.pipelines import HttpOutlet
 from toolrelay.adapters.tools import load_tools_from_file, load_tools_from_module
 from toolrelay.adapters.user_code import import_user_file, import_user_module
+from toolrelay.config.code import build_code_runner
 from toolrelay.config.settings import ModelRoute, Settings
 from toolrelay.config.sources import is_file_ref
 from toolrelay.config.tool_servers import build_source
@@ -51,6 +52,10 @@ class Registry:
     """One client per route, built by `build_registry` (their connection pools are lazy)."""
     sources: dict[str, ToolSource] = field(default_factory=dict)
     """`[[tool_servers]]` by name: one live source each, shared by every turn."""
+    code_runner: Any = None
+    """The code interpreter (`[code_interpreter]`), shared by every turn; None when off."""
+    code_users: str = "admins"
+    """Who may run code besides admins: `admins` (nobody else) or `everyone`."""
     toolbox: Toolbox = field(init=False, repr=False)
     """Every tool and source: what `GET /api/tools` and `toolrelay tools list` show."""
 
@@ -107,6 +112,8 @@ class Registry:
             close = getattr(item, "aclose", None)
             if callable(close):
                 await close()
+        if self.code_runner is not None:  # every kernel stops with the server
+            await self.code_runner.aclose()
 
 
 def build_registry(settings: Settings, *, env: Mapping[str, str] | None = None) -> Registry:
@@ -129,6 +136,8 @@ def build_registry(settings: Settings, *, env: Mapping[str, str] | None = None) 
         task_model=settings.task_model,
         clients=_filtered(clients, filters),
         sources=sources,
+        code_runner=build_code_runner(settings.code_interpreter, settings.data_dir),
+        code_users=settings.code_interpreter.users,
     )
 
 

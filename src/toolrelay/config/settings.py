@@ -32,6 +32,7 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from toolrelay.config.code import CodeInterpreterConfig
 from toolrelay.config.messages import describe
 from toolrelay.config.sources import (
     CONFIG_ENV,
@@ -103,6 +104,8 @@ class ModelRoute(BaseModel):
     ```json fence, `<tool_call>` tags, `functions.X:{…}`) is run as a real call
     (`core.text_tool_calls`). Unset: on for the route named `local` (the embedded
     small model writes its calls that way), off for every other route."""
+    code_interpreter: bool = True
+    """False keeps this route's model from running code (`[code_interpreter]`)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -210,6 +213,7 @@ class Settings(BaseSettings):
     filters: list[str] = Field(default_factory=list)
     task_model: str | None = None
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
+    code_interpreter: CodeInterpreterConfig = Field(default_factory=CodeInterpreterConfig)
     max_body_bytes: int = Field(default=10 * 1024 * 1024, ge=1)
     body_timeout_s: float = Field(default=30.0, gt=0)
     """Longest wait for the rest of a request body (then 408)."""

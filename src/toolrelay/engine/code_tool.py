@@ -16,7 +16,7 @@ from typing import Any
 from toolrelay.core import events as ev
 from toolrelay.core.tool_results import NormalisedResult, is_model_image
 from toolrelay.engine.interfaces import ToolContext, ToolSpec
-from toolrelay.engine.interpreter import CodeJob, CodeRunner
+from toolrelay.engine.interpreter import CodeJob, CodeRunner, code_session
 
 __all__ = ["CODE_TOOL_NAME", "CodeTool", "result_text"]
 
@@ -72,7 +72,7 @@ class CodeTool:
         self.runs += 1
         timeout = arguments.get("timeout")
         job = CodeJob(
-            session=context.chat_id,
+            session=code_session(context.chat_id, context.user),
             call_id=context.call_id,
             timeout=float(timeout) if isinstance(timeout, int | float) and timeout > 0 else None,
             on_output=_live(context),

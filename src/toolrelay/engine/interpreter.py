@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-__all__ = ["CodeJob", "CodeRunner", "SubprocessRunner", "code_output"]
+__all__ = ["CodeJob", "CodeRunner", "SubprocessRunner", "code_output", "code_session"]
 
 OutputCallback = Callable[[dict[str, Any]], Awaitable[None]]
 
@@ -38,6 +38,16 @@ class CodeJob:
     """Seconds for this run; None is the runner's default (a runner may cap it)."""
     on_output: OutputCallback | None = None
     """Called with each piece of output as it appears (`{"kind": "stdout", "text": …}` …)."""
+
+
+def code_session(chat_id: str | None, user: Mapping[str, Any] | None) -> str | None:
+    """Whose kernel a run uses: the chat's; without a chat (a stateless `/v1` request) the
+    user's own, so users never share one; None (the runner's default) for neither."""
+    if chat_id:
+        return chat_id
+    if user is not None and user.get("id"):
+        return f"user-{user['id']}"
+    return None
 
 
 class CodeRunner(Protocol):

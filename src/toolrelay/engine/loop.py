@@ -59,7 +59,7 @@ from toolrelay.engine.interfaces import (
     Tool,
     ToolContext,
 )
-from toolrelay.engine.interpreter import CodeJob, CodeRunner, code_output
+from toolrelay.engine.interpreter import CodeJob, CodeRunner, code_output, code_session
 from toolrelay.engine.limits import RunLimits
 from toolrelay.engine.observer import ModelCall, Observer, TurnObserver, TurnStart, TurnSummary
 from toolrelay.engine.pending import PendingCalls
@@ -315,7 +315,10 @@ class Turn:
         async def live(data: dict[str, Any]) -> None:
             await self.emitter.emit(Event(ev.CODE_OUTPUT, {"call_id": call_id, **data}))
 
-        job = CodeJob(session=self.setup.context.chat_id, call_id=call_id, on_output=live)
+        context = self.setup.context
+        job = CodeJob(
+            session=code_session(context.chat_id, context.user), call_id=call_id, on_output=live
+        )
         try:
             result = await runner.run(
                 str(item.get("code", "")), str(item.get("lang") or "python"), job

@@ -26,7 +26,17 @@ from toolrelay.server.durability import Durability
 from toolrelay.server.errors import BodyLimit, JSONBody, install_error_handlers
 from toolrelay.server.logs import RequestIds
 from toolrelay.server.openapi import fix_openapi
-from toolrelay.server.routes import admin, chats, health, metrics, openai, responses, tools, web
+from toolrelay.server.routes import (
+    admin,
+    chats,
+    code_files,
+    health,
+    metrics,
+    openai,
+    responses,
+    tools,
+    web,
+)
 from toolrelay.server.services import Services
 from toolrelay.server.session import load_secret
 from toolrelay.server.shutdown import Stopping
@@ -132,6 +142,6 @@ def create_app(settings: Settings, *, registry: Registry | None = None) -> FastA
     app.add_middleware(RequestIds)
     telemetry = Telemetry(settings)
     app.state.metrics = telemetry.metrics
-    for module in (openai, responses, chats, admin, tools, web, health, metrics):
+    for module in (openai, responses, chats, code_files, admin, tools, web, health, metrics):
         app.include_router(module.router)
     return app

@@ -32,12 +32,13 @@ def client_tools(specs: Sequence[Any] | None) -> list[ClientTool]:
     return tools
 
 
-def turn_args(user: Any, specs: Sequence[Any] | None) -> dict[str, Any]:
-    """`Relay.run` keyword arguments for an OpenAI-style request: its user and its own
-    tools, whose calls end the response (they are the client's to run)."""
+def turn_args(user: Mapping[str, Any], specs: Sequence[Any] | None) -> dict[str, Any]:
+    """`Relay.run` keyword arguments for an OpenAI-style request: its user (as
+    `Services.turn_user` describes them) and its own tools, whose calls end the
+    response (they are the client's to run)."""
     tools = client_tools(specs)
     return {
-        "user": {"id": user.id, "name": user.name},
+        "user": dict(user),
         "extra_tools": tools,
         "deferred": [t.spec.name for t in tools],
     }

@@ -51,6 +51,18 @@ class Services:
             )
         return name
 
+    def turn_user(self, user: User) -> dict[str, Any]:
+        """The user as a turn sees them: id, name, role, and whether they may run code
+        (the user gate of SPEC R5: admins always, others when `code_interpreter.users`
+        is `everyone`)."""
+        may_run_code = self.registry.code_users == "everyone"
+        return {
+            "id": user.id,
+            "name": user.name,
+            "role": "admin" if user.is_admin else "user",
+            "permissions": {"features": {"code_interpreter": may_run_code}},
+        }
+
 
 def _services(request: Request) -> Services:
     svc: Services = request.app.state.services

@@ -106,6 +106,8 @@ class TurnManager:
         return Relay(
             reg.client_for(route),
             reg.tools_for(route),
+            code_interpreter=reg.code_runner,
+            builtin_tools={"code_interpreter": reg.routes[route].code_interpreter},
             limits=reg.limits,
             store=store,
             filters=reg.filters,

@@ -141,7 +141,7 @@ async def post_message(
             chat_id,
             {"role": "user", "content": body.content},
             route=route,
-            user={"id": user.id, "name": user.name},
+            user=svc.turn_user(user),
             client_tools=client_tools(body.tools),
         )
     except TurnBusy:

@@ -46,7 +46,7 @@ async def chat_completions(
     route = svc.route(body.model)
     relay = svc.turns.relay_for(route)
     messages = [m.model_dump(exclude_none=True) for m in body.messages]
-    run_args = turn_args(user, body.tools)
+    run_args = turn_args(svc.turn_user(user), body.tools)
     run_args["params"] = sampling_params(body, svc.registry.routes[route])
     run_args["message_id"] = REQUEST_ID.get()  # the turn's id is the request's (X-Request-ID)
     if body.stream:

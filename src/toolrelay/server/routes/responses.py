@@ -46,7 +46,9 @@ async def responses(
     if not messages:
         raise APIError(400, "`input` has no message.", param="input", code="empty_input")
     relay = svc.turns.relay_for(route)
-    run_args = turn_args(user, [t for t in body.tools or () if t.type == "function" and t.name])
+    run_args = turn_args(
+        svc.turn_user(user), [t for t in body.tools or () if t.type == "function" and t.name]
+    )
     run_args["params"] = sampling_params(body, svc.registry.routes[route])
     run_args["message_id"] = REQUEST_ID.get()  # the turn's id is the request's (X-Request-ID)
     if body.stream:
