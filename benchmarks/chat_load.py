@@ -167,7 +167,11 @@ def upstream_answering(tokens: int) -> Iterator[FakeModelServer]:
 
 @contextmanager
 def serving(
-    workdir: Path, upstream: FakeModelServer, database_url: str, events_url: str | None
+    workdir: Path,
+    upstream: FakeModelServer,
+    database_url: str,
+    events_url: str | None,
+    **settings: Any,
 ) -> Iterator[ServerProcess]:
     config = write_config(
         workdir / "toolrelay.toml",
@@ -176,6 +180,7 @@ def serving(
         data_dir=str(workdir / "data"),
         database_url=database_url,
         events_url=events_url,
+        **settings,
     )
     with ServerProcess(config, workdir / "server.log") as server:
         yield server
