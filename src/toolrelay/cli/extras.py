@@ -17,6 +17,7 @@ __all__ = ["SERVER", "missing_extra", "require"]
 SERVER = ("fastapi", "uvicorn", "sqlalchemy", "alembic", "aiosqlite", "prometheus_client")
 POSTGRES = ("asyncpg",)
 REDIS = ("redis",)
+OTEL = ("opentelemetry.sdk", "opentelemetry.exporter.otlp.proto.http")
 
 
 def missing_extra(modules: tuple[str, ...]) -> list[str]:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 import typer
 
 from toolrelay.cli.admin import ConfigPath, fail
-from toolrelay.cli.extras import SERVER, require, require_for_urls
+from toolrelay.cli.extras import OTEL, SERVER, require, require_for_urls
 from toolrelay.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -57,6 +57,8 @@ def serve(
         settings = load_settings(config)
         settings = _with_flags(settings, host, port, log_level, log_format)
         require_for_urls(settings.database_url, settings.events_url)
+        if settings.otel_endpoint:
+            require("otel_endpoint", "otel", OTEL)
         _make_dir(settings.data_dir)
         registry = build_registry(settings)  # every configuration problem before the model loads
         if wants_local(settings, enabled=not no_local):

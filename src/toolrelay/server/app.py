@@ -11,6 +11,7 @@ import logging
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
@@ -77,9 +78,12 @@ async def _admin_user(store: Store) -> User:
     return await store.create_user("admin", is_admin=True)
 
 
-def create_app(settings: Settings, *, registry: Registry | None = None) -> FastAPI:
+def create_app(
+    settings: Settings, *, registry: Registry | None = None, tracer_provider: Any = None
+) -> FastAPI:
     """The app; `registry` is built at start-up unless given (`toolrelay serve` builds it
-    first, so a configuration problem is one line before anything listens)."""
+    first, so a configuration problem is one line before anything listens).
+    `tracer_provider`: where the turns' spans go (else `otel_endpoint`, or none)."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -98,7 +102,7 @@ def create_app(settings: Settings, *, registry: Registry | None = None) -> FastA
         if not live.routes:
             log.warning("no model configured.\n%s", setup_hint())
         durability = Durability(lease_ttl=settings.turn_lease_s, checkpoint_s=settings.checkpoint_s)
-        telemetry.start()
+        telemetry.start(live)
         turns = TurnManager(store, bus, live, durability, observer=telemetry.observer)
         await turns.recover()
 
@@ -140,7 +144,7 @@ def create_app(settings: Settings, *, registry: Registry | None = None) -> FastA
         )
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes, timeout=settings.body_timeout_s)
     app.add_middleware(RequestIds)
-    telemetry = Telemetry(settings)
+    telemetry = Telemetry(settings, tracer_provider=tracer_provider)
     app.state.metrics = telemetry.metrics
     for module in (openai, responses, chats, code_files, admin, tools, web, health, metrics):
         app.include_router(module.router)

@@ -1,13 +1,19 @@
-"""What watches the server's turns: the log lines, the metrics and (when set up) the traces.
+"""What watches the server's turns: the log lines, the metrics and, when set up, the traces.
 
-Built once per app from the settings; `observer` is what every turn's
-`Relay` gets (`engine.observer`), `metrics` what `/metrics` renders.
+Built once per app; `start(registry)` builds `observer`, what every turn's
+`Relay` gets (`engine.observer`). Traces are on when a tracer provider is
+given (tests, an embedding app), when `otel_endpoint` names an OTLP/HTTP
+collector (the `otel` extra), or when the process already has a provider
+(`opentelemetry-instrument`); otherwise no tracing observer exists at all,
+so the turns pay nothing for it.
 """
 
 from __future__ import annotations
 
 import logging
+from typing import Any
 
+from toolrelay.config.registry import Registry
 from toolrelay.config.settings import Settings
 from toolrelay.engine.observer import Observer, Observers
 from toolrelay.server.metrics import Metrics
@@ -19,13 +25,35 @@ log = logging.getLogger("toolrelay.server")
 
 
 class Telemetry:
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, *, tracer_provider: Any = None) -> None:
         self.settings = settings
         self.metrics = Metrics()
-        parts: list[Observer] = [TurnLog(), self.metrics]
-        self.observer: Observer = Observers(parts)
+        self.tracer_provider = tracer_provider
+        self._owned_provider: Any = None
+        self.observer: Observer = Observers([TurnLog(), self.metrics])
 
-    def start(self) -> None:
+    def start(self, registry: Registry) -> None:
+        parts: list[Observer] = [TurnLog(), self.metrics]
+        tracing = self._tracing(registry)
+        if tracing is not None:
+            parts.append(tracing)
+        self.observer = Observers(parts)
+        self._listen()
+
+    def _tracing(self, registry: Registry) -> Observer | None:
+        from toolrelay.adapters.tracing import Tracing, tracer_is_configured
+
+        provider = self.tracer_provider
+        endpoint = self.settings.otel_endpoint
+        if provider is None and endpoint:
+            provider = self._owned_provider = _otlp_provider(endpoint)
+            log.info("traces: OTLP/HTTP to %s", endpoint)
+        elif provider is None and not tracer_is_configured():
+            return None
+        models = {name: (route.model, route.kind) for name, route in registry.routes.items()}
+        return Tracing(provider, models=models)
+
+    def _listen(self) -> None:
         """The metrics listener, when `metrics_port` is set (a port in use is logged, not fatal:
         with several workers only the first one binds it)."""
         port = self.settings.metrics_port
@@ -38,3 +66,17 @@ class Telemetry:
 
     def close(self) -> None:
         self.metrics.close()
+        if self._owned_provider is not None:
+            self._owned_provider.shutdown()  # flushes the spans still batched
+
+
+def _otlp_provider(endpoint: str) -> Any:
+    """An SDK provider exporting over OTLP/HTTP in batches (the `otel` extra; serve checks it)."""
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    provider = TracerProvider(resource=Resource.create({"service.name": "toolrelay"}))
+    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint)))
+    return provider
