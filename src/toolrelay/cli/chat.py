@@ -131,6 +131,14 @@ def chat(
         bool,
         typer.Option("--no-save", "-n", help="Do not save the conversation in the data directory."),
     ] = False,
+    code: Annotated[
+        bool,
+        typer.Option(
+            "--code",
+            help="Let the model run Python in a sandboxed Jupyter kernel (execute_code; "
+            "limits from [code_interpreter]).",
+        ),
+    ] = False,
 ) -> None:
     """Ask the model, run its tool calls, and show the loop as it happens.
 
@@ -138,7 +146,7 @@ def chat(
     are saved in the server's database (see 'toolrelay chats').
     """
     err = Console(stderr=True, soft_wrap=True)
-    choice = ModelChoice(model, base_url, api_key, api, config, max_iterations)
+    choice = ModelChoice(model, base_url, api_key, api, config, max_iterations, code)
     servers = [*(("mcp", m) for m in mcp or []), *(("openapi", u) for u in openapi or [])]
     session = prompt is None and sys.stdin.isatty() and not as_json
     resume = Resume(chat_id=LAST if resume_last else cid, save=not no_save)

@@ -49,6 +49,8 @@ class ModelChoice:
     api: Api = Api.chat
     config: Path | None = None
     max_iterations: int | None = None
+    code: bool = False
+    """`--code`: the model may run Python in a sandboxed Jupyter kernel."""
 
     def with_model(self, model: str) -> ModelChoice:
         return dataclasses.replace(self, model=model)

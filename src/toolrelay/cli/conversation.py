@@ -70,6 +70,8 @@ class ChatRun:
         self.history: list[Message] = []
         self.setup: ChatSetup | None = None
         self.conversation: Conversation | None = None
+        self.code_runner: Any = None
+        """`--code`: one runner for the whole run, whatever model `/model` picks."""
 
     @classmethod
     async def open(
@@ -85,6 +87,8 @@ class ChatRun:
         run = cls(choice, file_tools, system, approve)
         try:
             await run._load(resume)
+            if choice.code:
+                run.code_runner = code_runner(choice)
             run._use(build_setup(run.choice, file_tools))
         except BaseException:
             await run.aclose()
@@ -137,6 +141,7 @@ class ChatRun:
             tasks=(),
             name=setup.name,
             text_tool_calls=setup.text_tool_calls,
+            code_interpreter=self.code_runner,
         )
         history = self.conversation.messages if self.conversation is not None else self.history
         self.setup = setup
@@ -193,9 +198,23 @@ class ChatRun:
             if self.setup is not None:
                 await self.setup.close()
             await close_sources(self.file_tools)
+            if self.code_runner is not None:
+                await self.code_runner.aclose()
         finally:
             if self.store is not None:
                 await self.store.close()
+
+
+def code_runner(choice: ModelChoice) -> Any:
+    """The `--code` runner: `[code_interpreter]`'s engine and limits (Jupyter when it is off)."""
+    from toolrelay.config import load_settings
+    from toolrelay.config.code import build_code_runner
+
+    settings = load_settings(choice.config)
+    config = settings.code_interpreter
+    if not config.enabled:
+        config = config.model_copy(update={"engine": "jupyter"})
+    return build_code_runner(config, settings.data_dir)
 
 
 async def run_turn(
