@@ -16,7 +16,12 @@ Every request is the same: one user message, `max_tokens` answers with
 `ignore_eos` (the same number of tokens every time), `cache_prompt: false`
 (each one pays for its prompt), temperature 0. TTFT is the time to the
 first content delta the client sees; generated tokens/s is
-(completion tokens - 1) / (last delta - first delta). Medians over rounds.
+(completion tokens - 1) / (last delta - first delta); ratios are the median of
+each round's ratio to the direct call of that round (a load spike hits both).
+`CPU ms/tok` is this process's CPU time per generated token, llama.cpp's
+threads included: what a path adds on top of llama.cpp shows there even when
+the machine is too busy for the timings to settle. `cached` is the most prompt
+tokens any request of a path took from llama.cpp's cache (0: all pay alike).
 """
 
 from __future__ import annotations
@@ -48,10 +53,18 @@ ADMIN = "tr-bench-local-admin-key-0123456789"
 class Sample:
     ttft: float
     tokens_per_s: float
+    tokens: int
+    cached: int
+    """Prompt tokens llama.cpp took from its cache (0: every path pays for its prompt)."""
+    cpu_s: float = 0.0
+    """CPU time of this whole process (llama.cpp's threads included) during the request."""
 
 
-def rate(start: float, first: float, last: float, tokens: int) -> Sample:
-    return Sample(first - start, (tokens - 1) / (last - first) if last > first else 0.0)
+def rate(start: float, first: float, last: float, usage: dict[str, Any]) -> Sample:
+    tokens = int(usage.get("completion_tokens", 0))
+    cached = int((usage.get("prompt_tokens_details") or {}).get("cached_tokens", 0))
+    speed = (tokens - 1) / (last - first) if last > first else 0.0
+    return Sample(first - start, speed, tokens, cached)
 
 
 def direct(base_url: str, key: str, max_tokens: int) -> Sample:
@@ -62,13 +75,16 @@ def direct(base_url: str, key: str, max_tokens: int) -> Sample:
         "stream_options": {"include_usage": True},
         **PINNED,
     }
-    headers = {"Authorization": f"Bearer {key}"}
+    return read_sse(f"{base_url}/chat/completions", body, key)
+
+
+def read_sse(url: str, body: dict[str, Any], key: str) -> Sample:
+    """One streamed Chat Completions answer, timed at the client."""
     start = time.perf_counter()
     first = last = 0.0
-    tokens = 0
-    with httpx.stream(
-        "POST", f"{base_url}/chat/completions", json=body, headers=headers, timeout=120
-    ) as response:
+    usage: dict[str, Any] = {}
+    headers = {"Authorization": f"Bearer {key}"}
+    with httpx.stream("POST", url, json=body, headers=headers, timeout=300) as response:
         response.raise_for_status()
         for line in response.iter_lines():
             if not line.startswith("data: {"):
@@ -77,9 +93,8 @@ def direct(base_url: str, key: str, max_tokens: int) -> Sample:
             if chunk.get("choices") and chunk["choices"][0]["delta"].get("content"):
                 last = time.perf_counter()
                 first = first or last
-            if chunk.get("usage"):
-                tokens = chunk["usage"]["completion_tokens"]
-    return rate(start, first, last, tokens)
+            usage = chunk.get("usage") or usage
+    return rate(start, first, last, usage)
 
 
 def in_process(model: LocalModel, max_tokens: int) -> Sample:
@@ -104,7 +119,7 @@ def in_process(model: LocalModel, max_tokens: int) -> Sample:
 
     start = time.perf_counter()
     model.server._server.handle_chat_completions(body, on_chunk)
-    return rate(start, times[0], times[-1], int(usage.get("completion_tokens", len(times))))
+    return rate(start, times[0], times[-1], usage)
 
 
 def library(client: OpenAIChat, max_tokens: int) -> Sample:
@@ -112,14 +127,14 @@ def library(client: OpenAIChat, max_tokens: int) -> Sample:
         async with Relay(client, []) as relay:
             start = time.perf_counter()
             first = last = 0.0
-            tokens = 0
+            usage: dict[str, Any] = {}
             async for event in relay.stream(PROMPT, params={"max_tokens": max_tokens}):
                 if event.type == "response.output_text.delta":
                     last = time.perf_counter()
                     first = first or last
                 elif event.type == "chat:completion" and event.data.get("done"):
-                    tokens = event.data["usage"]["completion_tokens"]
-            return rate(start, first, last, tokens)
+                    usage = event.data["usage"]
+            return rate(start, first, last, usage)
 
     return asyncio.run(go())
 
@@ -132,24 +147,7 @@ def server(base_url: str, max_tokens: int) -> Sample:
         "stream": True,
         "stream_options": {"include_usage": True},
     }
-    headers = {"Authorization": f"Bearer {ADMIN}"}
-    start = time.perf_counter()
-    first = last = 0.0
-    tokens = 0
-    with httpx.stream(
-        "POST", f"{base_url}/v1/chat/completions", json=body, headers=headers, timeout=120
-    ) as response:
-        response.raise_for_status()
-        for line in response.iter_lines():
-            if not line.startswith("data: {"):
-                continue
-            chunk = orjson.loads(line[6:])
-            if chunk.get("choices") and chunk["choices"][0]["delta"].get("content"):
-                last = time.perf_counter()
-                first = first or last
-            if chunk.get("usage"):
-                tokens = chunk["usage"]["completion_tokens"]
-    return rate(start, first, last, tokens)
+    return read_sse(f"{base_url}/v1/chat/completions", body, ADMIN)
 
 
 class AppThread:
@@ -182,7 +180,7 @@ class AppThread:
 
 
 def run(quick: bool = False) -> None:
-    rounds, max_tokens = (2, 32) if quick else (5, 96)
+    rounds, max_tokens = (2, 32) if quick else (7, 64)
     with tempfile.TemporaryDirectory() as scratch:
         base = Settings(models=[], admin_key=ADMIN, database_url=f"sqlite:///{scratch}/bench.db")
         settings, model = start_local(base)
@@ -213,28 +211,39 @@ def measure(contenders: dict[str, Callable[[], Sample]], rounds: int) -> dict[st
     samples: dict[str, list[Sample]] = {name: [] for name in names}
     for index in range(rounds):
         for name in names[index % len(names) :] + names[: index % len(names)]:
-            samples[name].append(contenders[name]())
+            cpu = time.process_time()
+            sample = contenders[name]()
+            sample.cpu_s = time.process_time() - cpu
+            samples[name].append(sample)
     return samples
 
 
 def report(
     model: LocalModel, samples: dict[str, list[Sample]], rounds: int, max_tokens: int
 ) -> None:
+    """Medians, and the median of each round's ratio to the direct call of the same round."""
     threads = model.server.options.threads
     print(
         f"\nembedded model: {model.weights.name}, {threads} llama.cpp thread"
-        f"{'s' if threads != 1 else ''}, {max_tokens} tokens per answer, median of {rounds}"
+        f"{'s' if threads != 1 else ''}, {max_tokens} tokens per answer, {rounds} rounds"
     )
-    print(f"{'path':30} {'TTFT ms':>8} {'ratio':>6} {'tok/s':>7} {'ratio':>6}")
+    print(
+        f"{'path':28} {'TTFT ms':>8} {'ratio':>6} {'tok/s':>6} {'ratio':>6} "
+        f"{'CPU ms/tok':>10} {'cached':>6}"
+    )
     baseline = samples["llama.cpp server, direct"]
-    base_ttft = statistics.median(s.ttft for s in baseline)
-    base_rate = statistics.median(s.tokens_per_s for s in baseline)
     for name, got in samples.items():
         ttft = statistics.median(s.ttft for s in got)
         speed = statistics.median(s.tokens_per_s for s in got)
+        ttft_ratio = statistics.median(s.ttft / b.ttft for s, b in zip(got, baseline, strict=True))
+        speed_ratio = statistics.median(
+            s.tokens_per_s / b.tokens_per_s for s, b in zip(got, baseline, strict=True)
+        )
+        cpu = statistics.median(s.cpu_s / max(1, s.tokens) for s in got)
+        cached = max(s.cached for s in got)
         print(
-            f"{name:30} {ttft * 1000:8.0f} {ttft / base_ttft:5.2f}× "
-            f"{speed:7.1f} {speed / base_rate:5.2f}×"
+            f"{name:28} {ttft * 1000:8.0f} {ttft_ratio:5.2f}× {speed:6.1f} {speed_ratio:5.2f}× "
+            f"{cpu * 1000:10.2f} {cached:6d}"
         )
 
 

@@ -9,12 +9,16 @@ the answer over the OpenAI API — never the model's words. Without the
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import httpx
 import orjson
 import pytest
+from benchmarks.harness import ADMIN_KEY as HARNESS_KEY
+from benchmarks.harness import ServerProcess
 
 from tests.server.conftest import ADMIN_KEY, ServerThread
 from toolrelay.adapters.tools import tool
@@ -167,3 +171,30 @@ async def test_a_tool_turn_end_to_end(embedded: Embedded) -> None:
     assert len(model.requests) >= 2
     sent_back = orjson.dumps(list(model.requests[1].output)).decode()
     assert "PAR-7391" in sent_back  # the tool's result reached the model
+
+
+def test_serve_with_no_model_serves_it(embedded: Embedded, tmp_path: Path) -> None:
+    """`make run`'s command: no model configured, the checked weights load, route `local`."""
+    models = tmp_path / "data" / "models"
+    models.mkdir(parents=True)
+    os.link(embedded.model.path, models / embedded.model.path.name)  # assembled: no copy
+    config = tmp_path / "toolrelay.toml"
+    config.write_text(f'data_dir = "{tmp_path / "data"}"\nadmin_key = "{HARNESS_KEY}"\n')
+    log = tmp_path / "serve.log"
+    server = ServerProcess(config, log)
+    server.start(timeout=120)
+    try:
+        with server.client(timeout=120) as client:
+            assert [m["id"] for m in client.get("/v1/models").json()["data"]] == ["local"]
+            body = {"model": "local", "messages": [{"role": "user", "content": "Hi"}]}
+            answer = client.post("/v1/chat/completions", json={**body, **SHORT})
+            assert answer.status_code == 200, answer.text
+            assert answer.json()["choices"][0]["message"]["content"].strip()
+    finally:
+        server.stop()
+    text = log.read_text()
+    assert "serving the embedded model" in text and "as route 'local'" in text
+    assert f"weights checked (sha256) {models / embedded.model.path.name}" in text
+    assert "Traceback" not in text and "Application shutdown complete" in text
+    assert server.process is not None  # uvicorn re-raises the SIGTERM it handled
+    assert server.process.returncode in (0, -signal.SIGTERM)
