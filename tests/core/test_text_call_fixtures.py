@@ -213,8 +213,10 @@ def test_any_cut_of_a_generated_body_gives_the_same_items(
     at = sorted(data.draw(st.sets(st.integers(min_value=1, max_value=len(content)), max_size=20)))
     pieces = [content[a:b] for a, b in zip([0, *at], [*at, len(content)], strict=True)]
     whole = replay(sse(text=[content]), WEATHER)[0]
-    cut = replay(sse(text=[p for p in pieces if p]), WEATHER)[0]
+    cut, events = replay(sse(text=[p for p in pieces if p]), WEATHER)
     assert cut == whole
+    shown = "".join(e.data["delta"] for e in events if e.type == ev.OUTPUT_TEXT_DELTA)
+    assert shown == summary(cut)[1]  # nothing was shown that the items do not keep
     calls = [i for i in whole["output"] if i["type"] == "function_call"]
     assert calls or summary(whole)[1] == (content if content.strip() else "")
 

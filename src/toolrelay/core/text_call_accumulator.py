@@ -40,8 +40,6 @@ class TextCallAccumulator(DeltaAccumulator):
         super().__init__(tags=tags, **options)
         reasoning = tags.reasoning if tags is not None else ()
         self._recogniser = TextCallRecogniser(tools, reasoning=reasoning)
-        self.calls_from_text = 0
-        """How many calls this response made in text (0: none, or not recognised)."""
         self._base = DeltaAccumulator.feed_into.__get__(self)
         """The plain `feed_into`, bound once (invariant 4)."""
         if self._recogniser.passing:
@@ -85,8 +83,6 @@ class TextCallAccumulator(DeltaAccumulator):
             base(TextDelta(text), out)
         for slot, call in enumerate(calls):
             base(ToolCallDelta(slot, None, call.name, call.arguments), out)
-        if calls:
-            self.calls_from_text = len(calls)
-            if self.finish_reason in (None, "stop"):
-                self.finish_reason = "tool_calls"
+        if calls and self.finish_reason in (None, "stop"):
+            self.finish_reason = "tool_calls"
         return out + super().finish(truncated=truncated)
