@@ -13,6 +13,7 @@ SUITES = (
     "chat_load",
     "tool_sources",
     "local_model",
+    "code_interpreter",
 )
 
 
