@@ -132,6 +132,11 @@ def test_files_a_cell_writes_are_downloadable_by_the_chat_owner_only(
         bob = client.post("/api/admin/keys", json={"name": "bob", "user": "bob"}).json()["key"]
     with running.client(bob) as other:
         assert other.get(f"/api/chats/{chat_id}/files/report.csv").status_code == 404
+    workdir = running.settings.data_dir / "code" / chat_id
+    assert (workdir / "report.csv").is_file()
+    with running.client() as client:
+        assert client.delete(f"/api/chats/{chat_id}").status_code == 204
+    assert not workdir.exists()  # deleting the chat removes what its code wrote
 
 
 def test_server_stop_shuts_every_kernel_down(coding: tuple[Running, ServerThread]) -> None:

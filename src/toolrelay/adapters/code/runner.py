@@ -18,6 +18,7 @@ import asyncio
 import base64
 import contextlib
 import queue
+import shutil
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -190,6 +191,11 @@ class JupyterRunner:
     async def shutdown(self, session: str) -> None:
         """Stop one chat's kernel now (its files stay)."""
         await self.pool.shutdown(session)
+
+    async def forget(self, session: str) -> None:
+        """The chat is deleted: stop its kernel and remove its directory."""
+        await self.pool.shutdown(session)
+        await asyncio.to_thread(shutil.rmtree, self.workdir(session), ignore_errors=True)
 
     async def aclose(self) -> None:
         """Stop every kernel (server stop)."""

@@ -8,7 +8,9 @@ environment, own directory per chat, own user and network namespace as
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -43,6 +45,13 @@ class SandboxedSubprocess(SubprocessRunner):
     def workdir(self, session: str | None) -> Path:
         name = hashlib.sha256((session or "default").encode()).hexdigest()[:24]
         return self.root / name
+
+    async def forget(self, session: str) -> None:
+        """The chat is deleted: remove its directory."""
+        await asyncio.to_thread(shutil.rmtree, self.workdir(session), ignore_errors=True)
+
+    async def aclose(self) -> None:
+        """Nothing runs between calls."""
 
     async def _prefix(self, job: CodeJob) -> tuple[list[str], dict[str, Any]]:
         session = job.session or "default"

@@ -126,6 +126,8 @@ async def delete_chat(chat_id: str, svc: ServicesDep, user: UserDep) -> None:
         await svc.turns.wait(chat_id)
     if not await svc.store.delete_chat(chat_id, user_id=user.id):
         raise APIError(404, f"No chat '{chat_id}'.", code="chat_not_found")
+    if svc.registry.code_runner is not None:  # its kernel and the files its code wrote
+        await svc.registry.code_runner.forget(chat_id)
 
 
 @router.post(
