@@ -71,17 +71,19 @@ def test_keys_create_admin(db_url: str) -> None:
 
 
 def test_keys_list_then_revoke(db_url: str) -> None:
-    created = invoke("keys", "create", "--name", "ci", "--database-url", db_url)
+    created = invoke("keys", "create", "--name", "ci", "--user", "bot", "--database-url", db_url)
     key = created.stdout.strip()
     key_id = created.stderr.split("created key ", 1)[1].split()[0]
+    invoke("keys", "create", "--admin", "--name", "ops", "--database-url", db_url)
 
     listed = invoke("keys", "list", "--database-url", db_url)
     assert listed.exit_code == 0, listed.output
-    header, row = listed.stdout.splitlines()
-    assert header.split("\t") == ["id", "prefix", "name", "user", "created", "revoked"]
+    assert listed.stderr == f"database: {db_url.removeprefix('sqlite+aiosqlite:///')}\n"
+    header, row, admin_row = listed.stdout.splitlines()
+    assert header.split("\t") == ["id", "prefix", "name", "user", "role", "created", "revoked"]
     fields = row.split("\t")
-    assert fields[:3] == [key_id, "tr-…", "ci"]  # no character of the secret
-    assert fields[3].startswith("user_")
+    assert fields[:5] == [key_id, "tr-…", "ci", "bot", "user"]  # no character of the secret
+    assert admin_row.split("\t")[2:5] == ["ops", "admin", "admin"]
     assert key not in listed.stdout  # the key itself is never shown again
 
     revoked = invoke("keys", "revoke", key_id, "--database-url", db_url)
@@ -89,7 +91,7 @@ def test_keys_list_then_revoke(db_url: str) -> None:
     assert revoked.stdout == f"revoked {key_id}\n"
     assert owner(db_url, key) is None
     after = invoke("keys", "list", "--database-url", db_url).stdout.splitlines()[1].split("\t")
-    assert len(after) == 6 and after[5] != ""
+    assert len(after) == 7 and after[6] != ""
 
     again = invoke("keys", "revoke", key_id, "--database-url", db_url)
     assert again.exit_code == 1
@@ -97,10 +99,31 @@ def test_keys_list_then_revoke(db_url: str) -> None:
 
 
 def test_keys_list_on_an_empty_database(db_url: str) -> None:
+    assert invoke("db", "upgrade", "--database-url", db_url).exit_code == 0
     result = invoke("keys", "list", "--database-url", db_url)
     assert result.exit_code == 0
     assert result.stdout == ""
-    assert result.stderr == "no API keys\n"
+    assert result.stderr.endswith("no API keys\n")
+
+
+@pytest.mark.parametrize("command", [["keys", "list"], ["keys", "revoke", "key_x"]])
+def test_keys_commands_that_read_never_create_a_database(
+    tmp_path: Path, command: list[str]
+) -> None:
+    missing = tmp_path / "elsewhere" / "toolrelay.db"
+    result = invoke(*command, "--database-url", f"sqlite+aiosqlite:///{missing}")
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"error: no database at {missing}: nothing has been saved")
+    assert not missing.parent.exists()
+
+
+def test_keys_create_says_whose_key_it_is(db_url: str, tmp_path: Path) -> None:
+    result = invoke("keys", "create", "--database-url", db_url)
+    assert result.exit_code == 2
+    assert result.stderr == (
+        "error: say whose key it is: --user NAME (a user) or --admin (an administrator)\n"
+    )
+    assert not (tmp_path / "x.db").exists()
 
 
 def test_the_data_dir_from_the_environment_is_used(tmp_path: Path) -> None:
@@ -110,8 +133,9 @@ def test_the_data_dir_from_the_environment_is_used(tmp_path: Path) -> None:
         "DATABASE_URL": None,
         "TOOLRELAY_CONFIG": None,
     }
-    result = invoke("keys", "create", env=env)
+    result = invoke("keys", "create", "--user", "ann", env=env)
     assert result.exit_code == 0, result.output
+    assert result.stderr.startswith(f"database: {tmp_path / 'data' / 'toolrelay.db'}\n")
     db_file = tmp_path / "data" / "toolrelay.db"
     assert db_file.is_file()
     assert owner(f"sqlite+aiosqlite:///{db_file}", result.stdout.strip()) is not None

@@ -10,7 +10,6 @@ create)` captures it); everything else about it goes to stderr.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from pathlib import Path
@@ -21,6 +20,7 @@ from rich.console import Console
 from rich.text import Text
 
 from toolrelay.cli.extras import SERVER, require
+from toolrelay.cli.store import OWNER, database_url, with_store
 from toolrelay.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -30,16 +30,38 @@ __all__ = ["db_app", "fail", "keys_app"]
 
 T = TypeVar("T")
 
-db_app = typer.Typer(help="The database.", no_args_is_help=True)
-keys_app = typer.Typer(help="API keys.", no_args_is_help=True)
+db_app = typer.Typer(
+    help="The database.",
+    no_args_is_help=True,
+    epilog="Examples:\n\n  toolrelay db upgrade",
+)
+KEYS_EXAMPLES = """Examples:
+
+  toolrelay keys create --user ann --name laptop     # prints the key once, on stdout
+
+  toolrelay keys create --admin
+
+  export TOOLRELAY_KEY=$(toolrelay keys create --user ci)
+
+  toolrelay keys list
+
+  toolrelay keys revoke key_0a1b…
+"""
+
+keys_app = typer.Typer(help="API keys.", no_args_is_help=True, epilog=KEYS_EXAMPLES)
 
 DatabaseURL = Annotated[
     str | None,
     typer.Option(
-        "--database-url", help="Default: the settings' (TOOLRELAY_DATA_DIR, DATABASE_URL)."
+        "--database-url",
+        metavar="URL",
+        help="Default: the settings' (DATABASE_URL, else toolrelay.db in TOOLRELAY_DATA_DIR, "
+        "~/.toolrelay).",
     ),
 ]
-ConfigPath = Annotated[Path | None, typer.Option("--config", help="A toolrelay.toml.")]
+ConfigPath = Annotated[
+    Path | None, typer.Option("--config", metavar="FILE", help="A toolrelay.toml.")
+]
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:
@@ -48,44 +70,36 @@ def fail(message: str, code: int = 2) -> typer.Exit:
     return typer.Exit(code)
 
 
-def database_url(url: str | None, config: Path | None = None) -> str:
-    """The flag wins; otherwise the settings' URL (SQLite under the data dir by default)."""
-    if url:
-        return url
-    from toolrelay.config.settings import load_settings
-
-    return load_settings(config).database_url
-
-
 def _with_store(
-    url: str | None, config: Path | None, work: Callable[[SQLStore], Awaitable[T]]
+    url: str | None,
+    config: Path | None,
+    work: Callable[[SQLStore], Awaitable[T]],
+    *,
+    create: bool = False,
 ) -> T:
-    """Open the store (migrating it), run `work`, close it; config errors exit 2."""
-    try:
-        require("toolrelay keys", "server", SERVER)
-    except ConfigError as exc:
-        raise fail(str(exc)) from None
-    from toolrelay.adapters.stores.sql import SQLStore
+    """Open the store (migrating it; only `create` makes a missing SQLite file), say which
+    one on stderr, run `work`, close it; configuration errors exit 2."""
+    err = Console(stderr=True, soft_wrap=True)
 
-    async def run() -> T:
-        store = await SQLStore.open(database_url(url, config))
-        try:
-            return await work(store)
-        finally:
-            await store.close()
+    def say(message: str) -> None:
+        err.print(message, markup=False, highlight=False)
 
     try:
-        return asyncio.run(run())
+        return with_store(url, config, work, create=create, what="toolrelay keys", say=say)
     except ConfigError as exc:
         raise fail(str(exc)) from None
 
 
-@db_app.command("upgrade")
+@db_app.command(
+    "upgrade",
+    epilog="Examples:\n\n  toolrelay db upgrade\n\n"
+    "  toolrelay db upgrade --database-url postgresql://me@127.0.0.1/toolrelay",
+)
 def db_upgrade(url: DatabaseURL = None, config: ConfigPath = None) -> None:
     """Migrate the database to the latest schema (safe to run again)."""
     try:
         require("toolrelay db", "server", SERVER)
-        target = database_url(url, config)
+        target = database_url(url, config)  # creating it is this command's job
     except ConfigError as exc:
         raise fail(str(exc)) from None
     from toolrelay.adapters.stores.sql import upgrade
@@ -96,58 +110,78 @@ def db_upgrade(url: DatabaseURL = None, config: ConfigPath = None) -> None:
     )
 
 
-@keys_app.command("create")
+@keys_app.command("create", epilog=KEYS_EXAMPLES)
 def keys_create(
-    name: Annotated[str, typer.Option("--name", help="A label for the key.")] = "",
-    user: Annotated[str, typer.Option("--user", help="Name of the new key's user.")] = "admin",
-    admin: Annotated[bool, typer.Option("--admin", help="The user is an administrator.")] = False,
+    user: Annotated[
+        str | None,
+        typer.Option("--user", metavar="NAME", help="The key's user (created if none)."),
+    ] = None,
+    admin: Annotated[
+        bool,
+        typer.Option("--admin", help="The user is an administrator (alone: the user 'admin')."),
+    ] = False,
+    name: Annotated[str, typer.Option("--name", metavar="LABEL", help="A label for the key.")] = "",
     url: DatabaseURL = None,
     config: ConfigPath = None,
 ) -> None:
-    """An API key for the user of that name and role (created if none); shown once."""
+    """Create an API key for a user (--user NAME) or an administrator (--admin); shown once."""
+    if user is None and not admin:
+        raise fail("say whose key it is: --user NAME (a user) or --admin (an administrator)")
+    owner = user if user is not None else OWNER
 
     async def work(store: SQLStore) -> tuple[str, str, str]:
-        account = await store.user_named(user)
+        account = await store.user_named(owner)
         if account is None or account.is_admin != admin:  # never hand out more, or less, power
-            account = await store.create_user(user, is_admin=admin)
+            account = await store.create_user(owner, is_admin=admin)
         record, key = await store.create_api_key(account.id, name=name)
         return record.id, account.id, key
 
-    key_id, user_id, key = _with_store(url, config, work)
+    key_id, user_id, key = _with_store(url, config, work, create=True)
     err = Console(stderr=True, soft_wrap=True)
     role = "admin " if admin else ""
     err.print(
-        f"created key {key_id} for {role}user {user!r} ({user_id})", markup=False, highlight=False
+        f"created key {key_id} for {role}user {owner!r} ({user_id})", markup=False, highlight=False
     )
     err.print("[yellow]store this key now: it is not shown again[/]")
     Console(soft_wrap=True).print(key, highlight=False, markup=False)
 
 
-@keys_app.command("list")
+@keys_app.command(
+    "list", epilog="Examples:\n\n  toolrelay keys list\n\n  toolrelay keys list | grep ann"
+)
 def keys_list(
-    user_id: Annotated[str | None, typer.Option("--user-id", help="Only this user's keys.")] = None,
+    user_id: Annotated[
+        str | None, typer.Option("--user-id", metavar="ID", help="Only this user's keys.")
+    ] = None,
     url: DatabaseURL = None,
     config: ConfigPath = None,
 ) -> None:
     """List API keys as tab-separated lines (prefixes only: keys are stored hashed)."""
 
     async def work(store: SQLStore) -> list[tuple[str, ...]]:
-        return [
-            (k.id, k.prefix + "…", k.name, k.user_id, _when(k.created_at), _when(k.revoked_at))
-            for k in await store.list_api_keys(user_id)
-        ]
+        users = {u.id: u for u in await store.list_users()}
+        rows: list[tuple[str, ...]] = []
+        for k in await store.list_api_keys(user_id):
+            who = users.get(k.user_id)
+            name = who.name if who is not None else k.user_id
+            role = "admin" if who is not None and who.is_admin else "user"
+            created, revoked = _when(k.created_at), _when(k.revoked_at)
+            rows.append((k.id, k.prefix + "…", k.name, name, role, created, revoked))
+        return rows
 
     rows = _with_store(url, config, work)
     if not rows:
         Console(stderr=True, soft_wrap=True).print("no API keys")
         return
-    for row in [("id", "prefix", "name", "user", "created", "revoked"), *rows]:
+    for row in [("id", "prefix", "name", "user", "role", "created", "revoked"), *rows]:
         typer.echo("\t".join(row))
 
 
-@keys_app.command("revoke")
+@keys_app.command("revoke", epilog="Examples:\n\n  toolrelay keys revoke key_0a1b…")
 def keys_revoke(
-    key_id: Annotated[str, typer.Argument(help="The key's id, as `keys list` shows it.")],
+    key_id: Annotated[
+        str, typer.Argument(metavar="KEY_ID", help="The key's id, as 'keys list' shows it.")
+    ],
     url: DatabaseURL = None,
     config: ConfigPath = None,
 ) -> None:

@@ -50,7 +50,7 @@ def chat(
     prompt: Annotated[
         str | None,
         typer.Argument(
-            metavar="[PROMPT]",
+            metavar="PROMPT",
             help="What to ask the model; '-' (or nothing, when stdin is not a terminal) "
             "reads it from stdin.",
             show_default=False,
@@ -108,7 +108,9 @@ def chat(
             "is not a terminal); tool calls and usage go to stderr.",
         ),
     ] = False,
-    config: Annotated[Path | None, typer.Option("--config", help="A toolrelay.toml.")] = None,
+    config: Annotated[
+        Path | None, typer.Option("--config", metavar="FILE", help="A toolrelay.toml.")
+    ] = None,
     approve: Annotated[
         bool | None,
         typer.Option(

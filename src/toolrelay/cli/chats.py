@@ -81,7 +81,10 @@ def _read(
         raise fail(str(exc)) from None
 
 
-@chats_app.command("list")
+@chats_app.command(
+    "list",
+    epilog="Examples:\n\n  toolrelay chats list --limit 10\n\n  toolrelay chats list --user ann | cut -f1,4",
+)
 def list_chats(
     limit: Annotated[int, typer.Option("--limit", metavar="N", help="At most N chats.")] = 50,
     user: User = OWNER,
@@ -99,7 +102,10 @@ def list_chats(
         typer.echo(f"{chat.id}\t{when}\t{chat.model or ''}\t{chat.title or ''}")
 
 
-@chats_app.command("show")
+@chats_app.command(
+    "show",
+    epilog="Examples:\n\n  toolrelay chats show chat_0a1b…\n\n  toolrelay chats show chat_0a1b… | less",
+)
 def show_chat(
     chat_id: ChatId, user: User = OWNER, url: DatabaseURL = None, config: ConfigPath = None
 ) -> None:
@@ -112,7 +118,11 @@ def show_chat(
         sys.stdout.write(text)
 
 
-@chats_app.command("export")
+@chats_app.command(
+    "export",
+    epilog="Examples:\n\n  toolrelay chats export chat_0a1b… > chat.json\n\n"
+    "  toolrelay chats export chat_0a1b… -f markdown -o chat.md",
+)
 def export_chat(
     chat_id: ChatId,
     format: Annotated[
@@ -144,7 +154,7 @@ def export_chat(
     _say(f"wrote {output}")
 
 
-@chats_app.command("rm")
+@chats_app.command("rm", epilog="Examples:\n\n  toolrelay chats rm chat_0a1b… chat_2c3d…")
 def remove_chats(
     chat_ids: Annotated[
         list[str], typer.Argument(metavar="CHAT_ID...", help="One or more chat ids.")

@@ -35,8 +35,16 @@ _FRAMING: dict[ReplayFormat, BodyFormat] = {
 
 
 def replay(
-    path: Annotated[Path, typer.Argument(help="A recorded body: .sse, .ndjson or .json")],
-    format: Annotated[ReplayFormat, typer.Option("--format", "-f")] = ReplayFormat.auto,
+    path: Annotated[
+        Path,
+        typer.Argument(
+            metavar="FILE", help="A recorded body: .sse, .ndjson or .json ('-': stdin)."
+        ),
+    ],
+    format: Annotated[
+        ReplayFormat,
+        typer.Option("--format", "-f", help="The body's wire format (auto: from its bytes)."),
+    ] = ReplayFormat.auto,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     events: Annotated[bool, typer.Option("--events", help="Print events as JSON lines.")] = False,
 ) -> None:

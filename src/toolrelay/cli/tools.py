@@ -13,12 +13,21 @@ from rich.text import Text
 
 from toolrelay.errors import ConfigError
 
-tools_app = typer.Typer(help="Tools and tool servers.", no_args_is_help=True)
+tools_app = typer.Typer(
+    help="Tools and tool servers.",
+    no_args_is_help=True,
+    epilog="Examples:\n\n  toolrelay tools list --config toolrelay.toml",
+)
 
 
-@tools_app.command("list")
+@tools_app.command(
+    "list",
+    epilog="Examples:\n\n  toolrelay tools list\n\n  toolrelay tools list --config toolrelay.toml",
+)
 def list_tools(
-    config: Annotated[Path | None, typer.Option("--config", help="A toolrelay.toml.")] = None,
+    config: Annotated[
+        Path | None, typer.Option("--config", metavar="FILE", help="A toolrelay.toml.")
+    ] = None,
 ) -> None:
     """Start every configured tool server and list its tools (name, source, status)."""
     from toolrelay.config import build_registry, load_settings

@@ -92,6 +92,7 @@ async def test_users_are_created_and_counted(store: Store) -> None:
     assert (bob.name, bob.is_admin) == ("bob", False)
     assert alice.id.startswith("user_") and alice.id != bob.id
     assert await store.count_users() == 2
+    assert await store.list_users() == [alice, bob]  # oldest first
 
 
 async def test_generated_key_authenticates_its_user(store: Store) -> None:

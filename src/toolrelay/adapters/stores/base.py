@@ -118,6 +118,10 @@ class Store(ChatStore, Protocol):
 
     async def count_users(self) -> int: ...
 
+    async def list_users(self) -> list[User]:
+        """Every user, oldest first (`toolrelay keys list` names each key's user)."""
+        ...
+
     async def create_chat(
         self,
         user_id: str,

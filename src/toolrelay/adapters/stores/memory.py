@@ -134,6 +134,9 @@ class MemoryStore:
     async def count_users(self) -> int:
         return len(self._users)
 
+    async def list_users(self) -> list[User]:
+        return sorted(self._users.values(), key=lambda u: (u.created_at, u.id))
+
     # chats
 
     async def create_chat(

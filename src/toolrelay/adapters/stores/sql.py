@@ -341,6 +341,11 @@ class SQLStore:
         async with self._sessions() as session:
             return int(await session.scalar(select(func.count()).select_from(UserRow)) or 0)
 
+    async def list_users(self) -> list[User]:
+        async with self._sessions() as session:
+            rows = await session.scalars(select(UserRow).order_by(UserRow.created_at, UserRow.id))
+            return [_user(row) for row in rows]
+
     # chats
 
     async def create_chat(
