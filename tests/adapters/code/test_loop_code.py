@@ -61,7 +61,7 @@ async def test_an_image_reaches_the_model_and_the_client(runner: JupyterRunner) 
     code = "import matplotlib.pyplot as plt\nplt.bar([1, 2], [3, 4])\nplt.show()"
     model = ScriptedModel(code_call(code), reply("A bar chart."))
     sink = ListSink()
-    result = await Relay(model, code_interpreter=runner).run("plot", chat_id="img", sink=sink)
+    result = await Relay(model, code_interpreter=runner).run("plot", chat_id="shared", sink=sink)
     [parts] = tool_outputs(model.requests[1])
     assert parts[0]["type"] == "input_text" and "files shown: outputs/1.png" in parts[0]["text"]
     assert parts[1]["type"] == "input_image"
@@ -76,7 +76,7 @@ async def test_an_image_reaches_the_model_and_the_client(runner: JupyterRunner) 
         "mime": "image/png",
         "name": "outputs/1.png",
     } in live
-    assert (runner.workdir("img") / "outputs" / "1.png").is_file()
+    assert (runner.workdir("shared") / "outputs" / "1.png").is_file()
 
 
 async def test_runs_per_turn_are_capped(runner: JupyterRunner) -> None:
@@ -84,7 +84,7 @@ async def test_runs_per_turn_are_capped(runner: JupyterRunner) -> None:
         code_call("print(1)"), code_call("print(2)"), code_call("print(3)"), reply("done")
     )
     relay = Relay(model, code_interpreter=runner, limits=RunLimits(interpreter_retries=2))
-    await relay.run("go", chat_id="cap")
+    await relay.run("go", chat_id="shared")
     assert tool_outputs(model.requests[3]) == [
         "stdout:\n1",
         "stdout:\n2",
@@ -105,7 +105,7 @@ async def test_the_inline_tag_runs_on_the_kernel_when_every_gate_is_open(
         model, code_interpreter=runner, tags=TagConfig(), capabilities={"code_interpreter": True}
     )
     result = await relay.run(
-        "sum", chat_id="tag", user=MAY_RUN_CODE, features={"code_interpreter": True}, sink=sink
+        "sum", chat_id="shared", user=MAY_RUN_CODE, features={"code_interpreter": True}, sink=sink
     )
     block = plain(result.output)[0]
     assert block["type"] == "code_interpreter"

@@ -184,7 +184,7 @@ async def test_network_is_there_when_allowed(tmp_path: Path) -> None:
 async def test_the_cpu_limit_ends_the_kernel_and_the_next_run_starts_anew(
     tmp_path: Path,
 ) -> None:
-    run = JupyterRunner(tmp_path, limits=SandboxLimits(cpu_seconds=3), timeout=HANG)
+    run = JupyterRunner(tmp_path, limits=SandboxLimits(cpu_seconds=2), timeout=HANG)
     try:
         await cell(run, "state = 1", session="spin")
         out = await cell(run, "while True:\n    pass", session="spin")

@@ -158,10 +158,14 @@ class JupyterRunner:
         return True
 
     def _save(self, kernel: Kernel, display: Display) -> None:
-        kernel.images += 1
+        """`outputs/<n>.<ext>`, n counting on past what an earlier kernel of the chat saved."""
         folder = kernel.workdir / "outputs"
         folder.mkdir(exist_ok=True)
-        path = folder / f"{kernel.images}.{IMAGE_TYPES[display.mime]}"
+        while True:
+            kernel.images += 1
+            path = folder / f"{kernel.images}.{IMAGE_TYPES[display.mime]}"
+            if not path.exists():
+                break
         path.write_bytes(display.data)
         display.name = str(path.relative_to(kernel.workdir))
 
