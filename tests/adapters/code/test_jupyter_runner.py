@@ -10,8 +10,10 @@ from typing import Any
 import pytest
 
 from tests.patience import HANG
-from toolrelay.adapters.code import JupyterRunner, PoolFull
+from toolrelay.adapters.code import JupyterRunner, PoolFull, SandboxLimits
+from toolrelay.adapters.code.sandbox import Isolation
 from toolrelay.engine.interpreter import CodeJob
+from toolrelay.errors import ToolError
 
 pytestmark = pytest.mark.anyio
 
@@ -151,3 +153,30 @@ async def test_the_pool_is_limited_reaps_idle_kernels_and_closes(tmp_path: Path)
         await run.aclose()
     assert run.pool.running() == []
     assert not await manager.is_alive()
+
+
+async def test_without_root_or_namespaces_the_limits_and_environment_still_apply(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TOOLRELAY_TEST_SECRET", "leak")
+    run = JupyterRunner(tmp_path, limits=SandboxLimits(memory_bytes=1024**3), timeout=HANG)
+    run.sandbox.host = Isolation(root=False, no_network=False)  # a host that allows neither
+    code = (
+        "import os, resource\n"
+        "print(os.environ.get('TOOLRELAY_TEST_SECRET'), resource.getrlimit(resource.RLIMIT_AS)[0])"
+    )
+    try:
+        out = await run.run(code, "python", CodeJob(session="plain"))
+    finally:
+        await run.aclose()
+    assert out["stdout"] == f"None {1024**3}\n"
+
+
+async def test_a_kernel_that_cannot_start_says_why(tmp_path: Path) -> None:
+    run = JupyterRunner(tmp_path, python="/nonexistent/python3", startup_timeout=HANG)
+    try:
+        with pytest.raises(ToolError, match="the code kernel did not start: .*nonexistent"):
+            await run.run("1", "python", CodeJob(session="broken"))
+        assert run.pool.running() == []
+    finally:
+        await run.aclose()

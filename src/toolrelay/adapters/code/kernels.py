@@ -36,6 +36,15 @@ log = logging.getLogger(__name__)
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]")
 
 
+def _tail(path: Path, lines: int = 3) -> str:
+    """The last lines the kernel process wrote (why it did not start)."""
+    try:
+        text = path.read_text(errors="replace").strip()
+    except OSError:
+        return ""
+    return " | ".join(text.splitlines()[-lines:])
+
+
 class PoolFull(ToolError):
     """Every kernel slot is held by another chat."""
 
@@ -153,17 +162,27 @@ class KernelPool:
         )
         manager.wrap = lambda cmd: self.sandbox.command(cmd, workdir, slot, expose=[rundir])
         manager.owner = lambda path: self.sandbox.own(path, slot)
+        log_path = self.root / ".kernels" / f"{slot}.log"
+        client: AsyncKernelClient | None = None
         try:
-            await manager.start_kernel(env=self.sandbox.env(), cwd=str(workdir))
+            with log_path.open("wb") as log_file:  # the kernel's own messages, not a cell's
+                await manager.start_kernel(
+                    env=self.sandbox.env(), cwd=str(workdir), stdout=log_file, stderr=log_file
+                )
             client = manager.client()
             client.start_channels()
             await client.wait_for_ready(timeout=self.startup_timeout)
         except BaseException as exc:
+            if client is not None:
+                client.stop_channels()
             with contextlib.suppress(Exception):
                 await manager.shutdown_kernel(now=True)
             self.sandbox.own(workdir, None)
             if isinstance(exc, Exception):
-                raise ToolError(f"the code kernel did not start: {exc}") from exc
+                said = _tail(log_path)
+                raise ToolError(
+                    f"the code kernel did not start: {exc}" + (f" ({said})" if said else "")
+                ) from exc
             raise
         kernel = self._kernels[session] = Kernel(session, slot, workdir, manager, client)
         kernel.last_used = self.clock()
