@@ -17,6 +17,7 @@ $(STAMP): pyproject.toml src/toolrelay/__init__.py  # the version lives in __ini
 setup: $(STAMP)
 
 run: $(STAMP)
+	@echo "toolrelay: the command is $(BIN)/toolrelay; 'source $(BIN)/activate' puts it on your PATH" >&2
 	$(BIN)/toolrelay serve
 
 lint: $(STAMP)
