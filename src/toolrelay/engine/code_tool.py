@@ -2,9 +2,10 @@
 
 Built per turn by `Relay` when the code-interpreter gates are open (the same
 five as the inline `<code_interpreter>` tag path, SPEC R5), on the same
-`CodeRunner`, so both forms share one kernel per chat. Runs per turn are
-capped (`RunLimits.interpreter_retries`, R16): one more call gets an error
-result that says so. Output is streamed as `code_interpreter:output` events
+`CodeRunner`, so both forms share one kernel per chat, and the same
+`CodeBudget`: runs per turn of both forms together are capped
+(`RunLimits.interpreter_retries`, R16); one more call gets an error result
+that says so. Output is streamed as `code_interpreter:output` events
 naming the call; the result gives the model text plus PNG images (R12), the
 client image files and HTML embeds.
 """
@@ -16,7 +17,7 @@ from typing import Any
 from toolrelay.core import events as ev
 from toolrelay.core.tool_results import NormalisedResult, is_model_image
 from toolrelay.engine.interfaces import ToolContext, ToolSpec
-from toolrelay.engine.interpreter import CodeJob, CodeRunner, code_session
+from toolrelay.engine.interpreter import CodeBudget, CodeJob, CodeRunner, code_session
 
 __all__ = ["CODE_TOOL_NAME", "CodeTool", "result_text"]
 
@@ -43,10 +44,10 @@ _PARAMETERS = {
 class CodeTool:
     """The `execute_code` tool of one turn (its run count is this turn's)."""
 
-    def __init__(self, runner: CodeRunner, *, max_runs: int = 5) -> None:
+    def __init__(self, runner: CodeRunner, *, budget: CodeBudget | None = None) -> None:
+        """`budget` is the turn's (shared with the inline tag path); default 5 runs."""
         self.runner = runner
-        self.max_runs = max_runs
-        self.runs = 0
+        self.budget = budget if budget is not None else CodeBudget(5)
         limit = getattr(runner, "max_timeout", None)
         self._spec = ToolSpec(
             name=CODE_TOOL_NAME,
@@ -64,12 +65,11 @@ class CodeTool:
         code = arguments.get("code")
         if not isinstance(code, str) or not code.strip():
             return NormalisedResult("Error: `code` must be a non-empty string of Python.")
-        if self.runs >= self.max_runs:
+        if not self.budget.take():
             return NormalisedResult(
-                f"Error: the code interpreter already ran {self.max_runs} times in this turn "
-                "(the limit); answer with what you have."
+                f"Error: the code interpreter already ran {self.budget.limit} times in this "
+                "turn (the limit); answer with what you have."
             )
-        self.runs += 1
         timeout = arguments.get("timeout")
         job = CodeJob(
             session=code_session(context.chat_id, context.user),

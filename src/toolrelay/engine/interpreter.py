@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-__all__ = ["CodeJob", "CodeRunner", "SubprocessRunner", "code_output", "code_session"]
+__all__ = ["CodeBudget", "CodeJob", "CodeRunner", "SubprocessRunner", "code_output", "code_session"]
 
 OutputCallback = Callable[[dict[str, Any]], Awaitable[None]]
 
@@ -48,6 +48,21 @@ def code_session(chat_id: str | None, user: Mapping[str, Any] | None) -> str | N
     if user is not None and user.get("id"):
         return f"user-{user['id']}"
     return None
+
+
+@dataclass(slots=True)
+class CodeBudget:
+    """Code runs one turn may still make (R16), shared by the inline tag and `execute_code`."""
+
+    limit: int
+    used: int = 0
+
+    def take(self) -> bool:
+        """Count one run; False (and nothing counted) when the limit is reached."""
+        if self.used >= self.limit:
+            return False
+        self.used += 1
+        return True
 
 
 class CodeRunner(Protocol):

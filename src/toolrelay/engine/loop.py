@@ -59,7 +59,13 @@ from toolrelay.engine.interfaces import (
     Tool,
     ToolContext,
 )
-from toolrelay.engine.interpreter import CodeJob, CodeRunner, code_output, code_session
+from toolrelay.engine.interpreter import (
+    CodeBudget,
+    CodeJob,
+    CodeRunner,
+    code_output,
+    code_session,
+)
 from toolrelay.engine.limits import RunLimits
 from toolrelay.engine.observer import ModelCall, Observer, TurnObserver, TurnStart, TurnSummary
 from toolrelay.engine.pending import PendingCalls
@@ -84,6 +90,8 @@ class TurnSetup:
     params: Mapping[str, Any] = field(default_factory=dict)
     tags: TagConfig | None = field(default_factory=TagConfig)
     code_runner: CodeRunner | None = None
+    code_budget: CodeBudget | None = None
+    """Code runs left this turn, shared with `execute_code`; None: `interpreter_retries`."""
     rag: RagSnapshot | None = None
     deferred: frozenset[str] = frozenset()
     """Tool names whose calls end the turn unexecuted (client runs them)."""
@@ -102,7 +110,7 @@ class Turn:
         self.output: list[Item] = []
         self.usage: dict[str, Any] = {}
         self.iterations = 0
-        self.code_runs = 0
+        self.code_budget = setup.code_budget or CodeBudget(setup.limits.interpreter_retries)
         self.response_id: str | None = None
         self.finish_reason: str | None = None
         self.sources: list[dict[str, Any]] = []
@@ -185,7 +193,8 @@ class Turn:
 
     def _decide(self, read: ReadResult) -> Outcome:
         limits = self.setup.limits
-        code_limit = limits.interpreter_retries if self.setup.code_runner is not None else 0
+        budget = self.code_budget
+        code_limit = budget.limit if self.setup.code_runner is not None else 0
         return decide(
             Step(
                 output=read.output,
@@ -194,7 +203,7 @@ class Turn:
                 iterations=self.iterations,
                 max_iterations=limits.max_iterations,
                 deferred_names=self.setup.deferred,
-                code_runs=self.code_runs,
+                code_runs=budget.used,
                 code_limit=code_limit,
             )
         )
@@ -309,7 +318,7 @@ class Turn:
     async def _run_code(self, item: CodeInterpreterItem) -> None:
         runner = self.setup.code_runner
         assert runner is not None
-        self.code_runs += 1
+        self.code_budget.take()  # `decide` ran this block only while runs were left
         call_id = item["id"]
 
         async def live(data: dict[str, Any]) -> None:

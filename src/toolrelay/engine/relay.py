@@ -28,7 +28,7 @@ from toolrelay.engine.interfaces import (
     ToolSource,
     tools_by_name,
 )
-from toolrelay.engine.interpreter import CodeRunner
+from toolrelay.engine.interpreter import CodeBudget, CodeRunner
 from toolrelay.engine.limits import RunLimits
 from toolrelay.engine.loop import Turn, TurnSetup
 from toolrelay.engine.observer import Observer
@@ -138,8 +138,9 @@ class Relay:
         tools = dict(await self.toolbox.tools())
         tools.update({t.spec.name: t for t in extra_tools})
         code_runner, tags = self._code_path(features, user)
+        budget = CodeBudget(self.limits.interpreter_retries)
         if code_runner is not None and self.code_tool and CODE_TOOL_NAME not in tools:
-            tools[CODE_TOOL_NAME] = CodeTool(code_runner, max_runs=self.limits.interpreter_retries)
+            tools[CODE_TOOL_NAME] = CodeTool(code_runner, budget=budget)
         setup = TurnSetup(
             model=self.model,
             messages=history,
@@ -170,6 +171,7 @@ class Relay:
             params={**self.params, **(params or {})},
             tags=tags,
             code_runner=code_runner,
+            code_budget=budget,
             rag=take_snapshot(history, sources) if sources else None,
             deferred=frozenset(deferred),
             text_tool_calls=self.text_tool_calls,
