@@ -63,7 +63,7 @@ class JupyterRunner:
         self.root.mkdir(parents=True, exist_ok=True)
         self.timeout = timeout
         self.max_timeout = max_timeout
-        self.sandbox = Sandbox(limits, hide=hide, python=python)
+        self.sandbox = Sandbox(limits, hide=hide, python=python, key=str(self.root.resolve()))
         self.pool = KernelPool(
             self.root,
             self.sandbox,
