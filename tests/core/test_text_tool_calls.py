@@ -203,6 +203,13 @@ def test_a_reasoning_block_is_passed_through_while_it_streams() -> None:
     assert recogniser.finish() == ("", [TextCall("search", "{}")])
 
 
+def test_a_reasoning_block_left_open_is_all_released() -> None:
+    """A possible start of the closing tag is held only while more may come."""
+    for text in ("<think>abc</th", "<think>abc", " <thinking>x</thinking"):
+        released, rest, calls = run(text, cuts=range(len(text)))
+        assert ("".join(released) + rest, calls) == (text, [])
+
+
 # ---------------------------------------------------------------- properties
 
 NAMES = st.sampled_from(sorted(TOOLS))
@@ -311,6 +318,9 @@ def near_misses(draw: st.DrawFn) -> str:
         "<tool_call>",
         "</tool_call>",
         "functions.",
+        "<think>",
+        "</think>",
+        "</th",
         "search:",
         "\n",
         " ",

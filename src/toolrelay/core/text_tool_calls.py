@@ -40,6 +40,7 @@ Streaming invariants (the tests check each):
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
@@ -59,6 +60,7 @@ _WS = frozenset(" \t\r\n")
 _LANG_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_")
 _NAME_CHARS = _LANG_CHARS | frozenset("0123456789-.")
 _DIGITS = frozenset("0123456789")
+_STRING_BODY = re.compile(r'[^"\\]*')
 
 
 def _no_constant(name: str) -> object:
@@ -207,8 +209,8 @@ def _function(text: str, i: int, tools: Collection[str], calls: list[TextCall]) 
 # ------------------------------------------------------------------ streaming
 
 _Step = Callable[[str], bool]
-_HOLD, _TEXT, _THINK = 0, 1, 2
-"""What the streaming check says about the held text."""
+_HOLD, _TEXT = -1, -2
+"""What the streaming check says about the held text (else: where a reasoning block opened)."""
 
 
 class TextCallRecogniser:
@@ -221,14 +223,16 @@ class TextCallRecogniser:
 
     __slots__ = (
         "_ctx",
-        "_held",
         "_json",
         "_lit",
         "_lit_at",
         "_name",
         "_openers",
-        "_pos",
+        "_parts",
+        "_size",
+        "_started",
         "_step",
+        "_tail",
         "_think_end",
         "_tools",
         "passing",
@@ -242,16 +246,20 @@ class TextCallRecogniser:
         """Leading reasoning blocks passed through: opening tag -> closing tag."""
         self.passing = not self._tools
         """True once the rest of the content is known to be text."""
-        self._held = ""
+        self._parts: list[str] = []
+        """The held text, as it came (joined once, when it is decided: no quadratic copying)."""
+        self._size = 0
         self._think_end: str | None = None
         """Inside a leading reasoning block: its closing tag."""
+        self._tail = ""
+        """Inside that block: the end of the text, when it may start the closing tag."""
         self._json = _JsonCheck(self._tools)
         self._restart()
 
     def _restart(self) -> None:
         """The streaming check from the start of the (rest of the) content."""
-        self._pos = 0
-        """How much of `_held` the streaming check has seen."""
+        self._started = False
+        """Something other than whitespace was checked (a reasoning block may no longer open)."""
         self._ctx = ""
         """The wrapper the check is in: "", or the closing fence or tag it waits for."""
         self._step: _Step = self._between
@@ -262,7 +270,7 @@ class TextCallRecogniser:
     @property
     def holding(self) -> bool:
         """Something other than whitespace is held back."""
-        return bool(self._held.strip())
+        return self._started and bool(self._parts)
 
     # -- the three calls -----------------------------------------------------
     def feed(self, text: str) -> str:
@@ -270,29 +278,38 @@ class TextCallRecogniser:
             return text
         if self._think_end is not None:
             return self._in_think(text)
-        self._held += text
-        verdict = self._check()
-        if verdict == _HOLD:
-            return ""
-        if verdict == _TEXT:
+        self._parts.append(text)
+        self._size += len(text)
+        if self._size > MAX_CALL_CHARS:
             return self.give_up()
-        held, at = self._held, self._pos  # a reasoning block opened: pass it through
-        self._held = ""
+        at = self._check(text)
+        if at == _HOLD:
+            return ""
+        if at == _TEXT:
+            return self.give_up()
+        held = self._take()  # a reasoning block opened: pass it through
+        cut = len(held) - len(text) + at
         self._restart()
-        return held[:at] + self._in_think(held[at:])
+        return held[:cut] + self._in_think(held[cut:])
 
     def finish(self) -> tuple[str, list[TextCall]]:
         """End of content: the held text, or the calls it makes (then the text is "")."""
-        held = self._held
+        held = self._take()
         calls = None if self.passing else parse_text_calls(held, self._tools)
-        self.give_up()
+        held += self.give_up()  # the end of a reasoning block left open
         return ("", calls) if calls else (held, [])
 
     def give_up(self) -> str:
         """Stop looking; what was held is text."""
-        held, self._held = self._held, ""
+        held = self._take() + self._tail
+        self._tail = ""
         self.passing = True
         self._think_end = None
+        return held
+
+    def _take(self) -> str:
+        held = "".join(self._parts)
+        self._parts, self._size = [], 0
         return held
 
     # -- a leading reasoning block ---------------------------------------------
@@ -300,35 +317,38 @@ class TextCallRecogniser:
         """Pass the block through; look again after its closing tag."""
         end = self._think_end
         assert end is not None
-        seen = self._held + text  # `_held`: what may be the start of the closing tag
+        seen = self._tail + text
         at = seen.find(end)
         if at < 0:
             keep = _partial_suffix(seen, end)
-            self._held = seen[len(seen) - keep :]
+            self._tail = seen[len(seen) - keep :]
             return seen[: len(seen) - keep]
         cut = at + len(end)
-        self._held, self._think_end = "", None
+        self._tail, self._think_end = "", None
         return seen[:cut] + self.feed(seen[cut:])
 
     # -- the streaming check (a necessary condition, module doc) ----------------
-    def _check(self) -> int:
-        """Run the check over the held text not seen yet."""
-        held = self._held
-        if len(held) > MAX_CALL_CHARS:
-            return _TEXT
-        while self._pos < len(held):
-            ch = held[self._pos]
-            self._pos += 1
-            if not self._step(ch):
+    def _check(self, text: str) -> int:
+        """Check the new text: `_HOLD`, `_TEXT`, or where in it a reasoning block opened."""
+        json_check = self._json
+        i, n = 0, len(text)
+        while i < n:
+            if json_check.in_plain_string:  # most of a long call: skip to its next quote
+                i = json_check.skip(text, i)
+                if i == n:
+                    break
+            if not self._step(text[i]):
                 return _TEXT
+            i += 1
             if self._think_end is not None:
-                return _THINK
+                return i
         return _HOLD
 
     def _between(self, ch: str) -> bool:
         """Between blocks: whitespace, or the first character of a block."""
         if ch in _WS:
             return True
+        first, self._started = not self._started, True
         if ch in "{[":
             self._json.start(ch, functions=False)
             self._step = self._in_json
@@ -337,7 +357,7 @@ class TextCallRecogniser:
             candidates: list[str] = [self._ctx]
         else:
             candidates = [_FENCE, _TAG_OPEN, _FUNCTIONS]
-            if not self._held[: self._pos - 1].strip():  # nothing before: it may think first
+            if first:  # nothing before: it may think first
                 candidates += self._openers
         found = tuple(c for c in candidates if c[0] == ch)
         if not found:
@@ -451,6 +471,16 @@ class _JsonCheck:
         self._collect: str | None = None
         self._buf = ""
         self.closed = False
+
+    @property
+    def in_plain_string(self) -> bool:
+        """Inside a string whose characters need no look (not a key, not a name)."""
+        return self._str and not self._esc and self._collect is None
+
+    def skip(self, text: str, i: int) -> int:
+        """The index of the next quote or backslash in `text` from `i` (or its end)."""
+        found = _STRING_BODY.match(text, i)
+        return found.end() if found else i
 
     def start(self, ch: str, *, functions: bool) -> None:
         """A value opens with `ch`; `functions`: it is arguments, not a call."""
