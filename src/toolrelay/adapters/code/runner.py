@@ -167,6 +167,7 @@ class JupyterRunner:
             if not path.exists():
                 break
         path.write_bytes(display.data)
+        self.sandbox.own(folder, kernel.slot)  # the cell may read, replace or delete them
         display.name = str(path.relative_to(kernel.workdir))
 
     async def _stop(self, kernel: Kernel, msg_id: str, cell: CellOutput, job: CodeJob) -> None:
