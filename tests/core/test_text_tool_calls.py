@@ -17,10 +17,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.patience import fuzz_budget
+from toolrelay.core.text_call_stream import TextCallRecogniser
 from toolrelay.core.text_tool_calls import (
     MAX_CALL_CHARS,
     TextCall,
-    TextCallRecogniser,
     parse_text_calls,
 )
 from toolrelay.core.think_tags import DEFAULT_REASONING_TAGS
