@@ -14,7 +14,6 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from toolrelay.adapters.code import JupyterRunner, SandboxLimits
     from toolrelay.adapters.models import Ollama, OpenAIChat, OpenAIResponses
     from toolrelay.adapters.relay import Relay
     from toolrelay.adapters.tools import PythonTool, ToolFile, tool
@@ -40,7 +39,6 @@ _WHERE = {
     "ConfigError": "toolrelay.errors",
     "Conversation": "toolrelay.engine.conversation",
     "Event": "toolrelay.core.events",
-    "JupyterRunner": "toolrelay.adapters.code",
     "MCPServer": "toolrelay.adapters.tools.mcp",
     "ModelClient": "toolrelay.engine.interfaces",
     "ModelRequest": "toolrelay.engine.interfaces",
@@ -56,7 +54,6 @@ _WHERE = {
     "Relay": "toolrelay.adapters.relay",
     "RunLimits": "toolrelay.engine.limits",
     "RunResult": "toolrelay.engine.finish",
-    "SandboxLimits": "toolrelay.adapters.code",
     "Tool": "toolrelay.engine.interfaces",
     "ToolContext": "toolrelay.engine.interfaces",
     "ToolError": "toolrelay.errors",
@@ -71,7 +68,6 @@ __all__ = [
     "ConfigError",
     "Conversation",
     "Event",
-    "JupyterRunner",
     "MCPServer",
     "ModelClient",
     "ModelRequest",
@@ -87,7 +83,6 @@ __all__ = [
     "Relay",
     "RunLimits",
     "RunResult",
-    "SandboxLimits",
     "Tool",
     "ToolContext",
     "ToolError",

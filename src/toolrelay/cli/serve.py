@@ -12,6 +12,7 @@ CLI module that imports `toolrelay.server`, lazily, to start it.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal
 
@@ -76,6 +77,8 @@ def serve(
     from toolrelay.server.startup_log import config_secrets
 
     configure_logging(settings.log_level, settings.log_format, secrets=config_secrets(settings))
+    if local is not None:  # what was done, and how to use a real model instead
+        logging.getLogger("toolrelay.local").info("%s", local.describe())
     try:
         uvicorn.run(
             create_app(settings, registry=registry),
@@ -114,7 +117,6 @@ def _start_local(settings: Settings) -> tuple[Settings, LocalModel]:
     finally:
         if bar.live.is_started:
             bar.stop()
-    console.print(f"toolrelay: {local.describe()}", highlight=False, markup=False, soft_wrap=True)
     return settings, local
 
 

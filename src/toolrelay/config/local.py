@@ -4,7 +4,7 @@ Owns the decision (no `[[models]]`, no `OPENAI_*`/`OLLAMA_*` route, and
 neither `--no-local` nor `local = false`), starting it (weights checked, then
 llama.cpp on a private port) and the route that points at it. Any configured
 model replaces it. The start-up log says what happened and how to use a real
-model instead (`LocalModel.describe`).
+model instead (`LocalModel.describe`, which `toolrelay serve` logs).
 
 The route is an ordinary `openai-chat` route, so the registry, the server
 and `serve --workers` treat it like any other; its API key travels in the
@@ -13,7 +13,6 @@ environment (`KEY_ENV`), which worker processes inherit.
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -37,8 +36,6 @@ MAX_TOKENS = 1024
 """The local route's default answer length (`LocalModel.route`)."""
 KEY_ENV = "_TOOLRELAY_LOCAL_KEY"
 """Holds the embedded server's random key (leading underscore: no setting reads it)."""
-
-log = logging.getLogger("toolrelay.local")
 
 
 def wants_local(settings: Settings, *, enabled: bool = True) -> bool:
@@ -117,5 +114,4 @@ def start_local(
     server = LlamaServer(path, options)
     os.environ[KEY_ENV] = server.api_key
     model = LocalModel(weights=weights, path=path, assembled=assembled, server=server)
-    log.info("%s", model.describe())
     return settings.model_copy(update={"models": [model.route()]}), model

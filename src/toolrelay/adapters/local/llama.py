@@ -48,6 +48,8 @@ class LlamaOptions:
     """Requests decoded together (continuous batching); more wait their turn."""
     alias: str = "local"
     """The model id llama.cpp reports."""
+    metrics: bool = False
+    """llama.cpp's Prometheus counters (`metrics()`); the benchmark reads them."""
 
 
 class LlamaServer:
@@ -76,12 +78,22 @@ class LlamaServer:
         params.api_keys = [self.api_key]
         params.model_alias = {options.alias}
         params.verbosity = 0  # llama.cpp's own log stays quiet; ours says what happened
+        params.endpoint_metrics = options.metrics
         try:
             self._server: Any = xllamacpp.Server(params)
         except RuntimeError as exc:
             raise ConfigError(f"llama.cpp could not load {model}: {exc}") from None
         self.load_s = time.perf_counter() - started
         self.base_url = f"{self._server.listening_address}/v1"
+
+    def metrics(self) -> dict[str, float]:
+        """llama.cpp's counters (`llamacpp:` names, without the prefix); needs `metrics`."""
+        found: dict[str, float] = {}
+        for line in str(self._server.handle_metrics()).splitlines():
+            name, _, value = line.partition(" ")
+            if name.startswith("llamacpp:") and value:
+                found[name.removeprefix("llamacpp:")] = float(value)
+        return found
 
     def close(self) -> None:
         """Stop the server's threads and free the model (llama.cpp does it on release)."""
