@@ -14,6 +14,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from toolrelay.adapters.code import JupyterRunner, SandboxLimits
     from toolrelay.adapters.models import Ollama, OpenAIChat, OpenAIResponses
     from toolrelay.adapters.relay import Relay
     from toolrelay.adapters.tools import PythonTool, ToolFile, tool
@@ -39,6 +40,7 @@ _WHERE = {
     "ConfigError": "toolrelay.errors",
     "Conversation": "toolrelay.engine.conversation",
     "Event": "toolrelay.core.events",
+    "JupyterRunner": "toolrelay.adapters.code",
     "MCPServer": "toolrelay.adapters.tools.mcp",
     "ModelClient": "toolrelay.engine.interfaces",
     "ModelRequest": "toolrelay.engine.interfaces",
@@ -54,6 +56,7 @@ _WHERE = {
     "Relay": "toolrelay.adapters.relay",
     "RunLimits": "toolrelay.engine.limits",
     "RunResult": "toolrelay.engine.finish",
+    "SandboxLimits": "toolrelay.adapters.code",
     "Tool": "toolrelay.engine.interfaces",
     "ToolContext": "toolrelay.engine.interfaces",
     "ToolError": "toolrelay.errors",
@@ -68,6 +71,7 @@ __all__ = [
     "ConfigError",
     "Conversation",
     "Event",
+    "JupyterRunner",
     "MCPServer",
     "ModelClient",
     "ModelRequest",
@@ -83,6 +87,7 @@ __all__ = [
     "Relay",
     "RunLimits",
     "RunResult",
+    "SandboxLimits",
     "Tool",
     "ToolContext",
     "ToolError",

@@ -161,3 +161,18 @@ def test_the_server_mints_its_first_key_for_the_owner_of_the_cli_chats(
     owner, again, users = asyncio.run(first_start())
     assert owner == one.user_id
     assert again is None and users == 1
+
+
+def test_an_unusable_data_dir_answers_without_saving(
+    server: FakeModelServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    monkeypatch.setenv("TOOLRELAY_DATA_DIR", str(blocker / "data"))
+    server.script(SSEReply(chat_chunks(text="still here")))
+    result = chat(server, "hi")
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "still here\n"
+    assert result.stderr.startswith(
+        f"not saving this conversation: cannot open {blocker / 'data' / 'toolrelay.db'}: "
+    )

@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,7 +19,7 @@ from typer.testing import CliRunner
 from tests.cli.terminal import Terminal
 from tests.patience import HANG
 from toolrelay.cli.main import app
-from toolrelay.testing import FakeModelServer, SSEReply
+from toolrelay.testing import FakeModelServer, SSEReply, ToolCallSpec
 from toolrelay.testing.wire import chat_chunks
 
 USAGE = {"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7}
@@ -126,3 +127,25 @@ def test_with_openai_base_url_an_unknown_model_is_the_upstream_model(
     assert result.stdout == "ok\n"
     assert server.requests[0].json["model"] == "some-other-model"
     assert server.requests[0].headers["authorization"] == "Bearer sk-upstream"
+
+
+def test_forced_raw_on_a_terminal_keeps_tool_lines_off_the_text_line(
+    server: FakeModelServer, tmp_path: Path
+) -> None:
+    """stdout and stderr are one terminal: the text's line ends before a tool line."""
+    tools = tmp_path / "weather_tools.py"
+    tools.write_text(
+        "from toolrelay import tool\n\n\n@tool\ndef get_weather(city: str) -> str:\n"
+        '    """The weather."""\n    return f"sunny in {city}"\n'
+    )
+    server.script(
+        SSEReply(
+            chat_chunks(
+                text="Let me check.", tool_calls=[ToolCallSpec("get_weather", {"city": "Oslo"})]
+            )
+        ),
+        SSEReply(chat_chunks(text="Sunny.", usage=USAGE)),
+    )
+    shown = _on_terminal(server, "--raw", "--tools", str(tools))
+    lines = [line.rstrip() for line in shown.splitlines() if line.strip()]
+    assert lines[:3] == ["Let me check.", '✓ get_weather(city="Oslo") → sunny in Oslo', "Sunny."]

@@ -103,3 +103,24 @@ def test_ctrl_d_and_an_unknown_command(server: FakeModelServer, terminal: Termin
     terminal.type("\x04")
     assert terminal.wait() == 0, terminal.output
     assert server.requests == []
+
+
+def test_the_prompt_history_of_an_earlier_session_comes_back_with_up(
+    server: FakeModelServer, data_dir: Path
+) -> None:
+    data_dir.mkdir()
+    (data_dir / "chat_history").write_text("an old question\n")
+    server.script(SSEReply(chat_chunks(text="Answered again.")))
+    env = {**os.environ, "COLUMNS": "120", "TERM": "xterm", "PYTHONUNBUFFERED": "1"}
+    term = Terminal([*CLI, "chat", "--base-url", server.base_url, "--model", "m"], env)
+    try:
+        term.expect("› ")
+        term.type("\x1b[A")  # the up arrow
+        term.expect("an old question")
+        term.type("\r")
+        term.expect("Answered again.")
+        term.type("/exit\r")
+        assert term.wait() == 0, term.output
+    finally:
+        term.close()
+    assert server.requests[0].json["messages"] == [{"role": "user", "content": "an old question"}]

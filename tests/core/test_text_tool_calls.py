@@ -17,10 +17,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.patience import fuzz_budget
+from toolrelay.core.text_call_stream import TextCallRecogniser
 from toolrelay.core.text_tool_calls import (
     MAX_CALL_CHARS,
     TextCall,
-    TextCallRecogniser,
     parse_text_calls,
 )
 from toolrelay.core.think_tags import DEFAULT_REASONING_TAGS
@@ -203,6 +203,13 @@ def test_a_reasoning_block_is_passed_through_while_it_streams() -> None:
     assert recogniser.finish() == ("", [TextCall("search", "{}")])
 
 
+def test_a_reasoning_block_left_open_is_all_released() -> None:
+    """A possible start of the closing tag is held only while more may come."""
+    for text in ("<think>abc</th", "<think>abc", " <thinking>x</thinking"):
+        released, rest, calls = run(text, cuts=range(len(text)))
+        assert ("".join(released) + rest, calls) == (text, [])
+
+
 # ---------------------------------------------------------------- properties
 
 NAMES = st.sampled_from(sorted(TOOLS))
@@ -311,6 +318,9 @@ def near_misses(draw: st.DrawFn) -> str:
         "<tool_call>",
         "</tool_call>",
         "functions.",
+        "<think>",
+        "</think>",
+        "</th",
         "search:",
         "\n",
         " ",

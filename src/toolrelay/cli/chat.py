@@ -183,6 +183,8 @@ async def _one_turn(
     open_run: Callable[[], Awaitable[ChatRun]], text: str, output: Output
 ) -> str | None:
     run = await open_run()
+    if run.warning:
+        Console(stderr=True, soft_wrap=True).print(run.warning, style="yellow", markup=False)
     try:
         return await run.turn(text, output)
     finally:

@@ -66,6 +66,8 @@ class ChatRun:
         self.where = ""
         """The database the conversation is saved in (empty: not saved)."""
         self.owner_id = ""
+        self.warning: str | None = None
+        """Why the conversation is not saved although it should be (said once, on stderr)."""
         self.chat_id: str | None = None
         self.history: list[Message] = []
         self.setup: ChatSetup | None = None
@@ -104,7 +106,15 @@ class ChatRun:
         from toolrelay.config import load_settings
 
         url = resume.database_url or load_settings(self.choice.config).database_url
-        self.store = await open_store(url, create=not reading, what="toolrelay chat -c/--cid")
+        try:
+            self.store = await open_store(url, create=not reading, what="toolrelay chat -c/--cid")
+        except ConfigError:
+            raise
+        except Exception as exc:  # an unwritable data dir, a database that is down …
+            if reading:
+                raise ConfigError(f"cannot open {where(url)}: {exc}") from None
+            self.warning = f"not saving this conversation: cannot open {where(url)}: {exc}"
+            return
         self.where = where(url)
         owner = await local_owner(self.store, create=not reading)
         self.owner_id = owner.id if owner is not None else ""

@@ -47,6 +47,8 @@ def interactive(
         run = runner.run(open_run())
         try:
             console.print(Text(_banner(run), style="dim"))
+            if run.warning:
+                console.print(Text(run.warning, style="yellow"))
             while (line := _read()) is not None:
                 if line.startswith("/"):
                     if not _command(line, run, runner, console):

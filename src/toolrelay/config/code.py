@@ -37,7 +37,7 @@ class CodeInterpreterConfig(BaseModel):
     """Who may run code; admins always may (the user gate of SPEC R5)."""
     timeout: float = Field(default=30.0, gt=0)
     max_timeout: float = Field(default=300.0, gt=0)
-    max_kernels: int = Field(default=8, ge=1, le=1000)
+    max_kernels: int = Field(default=8, ge=1, le=999)
     idle_timeout: float = Field(default=600.0, gt=0)
     """Seconds a chat's kernel may sit unused before it is shut down."""
     cpu_seconds: int = Field(default=600, ge=1)

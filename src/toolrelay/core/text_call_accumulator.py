@@ -1,7 +1,7 @@
 """A deltas accumulator that turns tool calls written as text into real ones (issue 14).
 
 `TextCallAccumulator` is a `DeltaAccumulator` whose content goes through a
-`TextCallRecogniser` first (`core.text_tool_calls`). Calls it recognises are
+`TextCallRecogniser` first (`core.text_call_stream`). Calls it recognises are
 fed to the accumulator as `ToolCallDelta`s with no id, exactly what a
 provider's translator hands over, so they become the same `function_call`
 items with the same fresh `call_…` ids and the same events. Invariants:
@@ -25,7 +25,7 @@ from typing import Any
 from toolrelay.core.delta_accumulator import DeltaAccumulator
 from toolrelay.core.deltas import Delta, TextDelta, ToolCallDelta
 from toolrelay.core.events import Event
-from toolrelay.core.text_tool_calls import TextCallRecogniser
+from toolrelay.core.text_call_stream import TextCallRecogniser
 from toolrelay.core.think_tags import TagConfig
 
 __all__ = ["TextCallAccumulator"]

@@ -251,7 +251,7 @@ class Turn:
 
     async def _read_body(self, request: ModelRequest, call: ModelCall | None) -> ReadResult:
         setup = self.setup
-        opened = setup.clock()
+        opened = setup.clock() if call is not None else 0.0
         try:
             stream = await setup.model.open(request)
         except ProviderError as exc:

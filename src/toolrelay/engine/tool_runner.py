@@ -166,15 +166,14 @@ def _repeat_text(name: str, count: int) -> str:
 async def _run_one(prep: _Prepared, env: ToolEnv, index: int) -> FunctionCallOutputItem:
     call = prep.call
     name = str(call.get("name"))
-    if env.watch is None:
-        result, status = await _result(prep, name, env)
+    if env.watch is not None:
+        result, status = await _watched(prep, name, env, env.watch)
+    elif prep.verdict is not None:
+        result, status = NormalisedResult(prep.verdict), "failed"
     else:
-        record = ToolCall(name, str(call.get("call_id")), known=name in env.tools)
-        with env.watch.tool_call(record):
-            result, status = await _result(prep, name, env)
-            record.status = status
-            if status != "completed":
-                record.error = result.text
+        assert prep.tool is not None
+        result, status = await _invoke(prep.tool, name, prep.args, call, env)
+        await _side_events(name, prep.args, result, env, cite=status == "completed")
     output = function_call_output_item(
         str(call.get("call_id")), result_output_parts(result), status=status
     )
@@ -188,13 +187,21 @@ async def _run_one(prep: _Prepared, env: ToolEnv, index: int) -> FunctionCallOut
     return output
 
 
-async def _result(prep: _Prepared, name: str, env: ToolEnv) -> tuple[NormalisedResult, str]:
-    """The call's result and status: a verdict decided before, or the tool's answer."""
-    if prep.verdict is not None:
-        return NormalisedResult(prep.verdict), "failed"
-    assert prep.tool is not None
-    result, status = await _invoke(prep.tool, name, prep.args, prep.call, env)
-    await _side_events(name, prep.args, result, env, cite=status == "completed")
+async def _watched(
+    prep: _Prepared, name: str, env: ToolEnv, watch: TurnObserver
+) -> tuple[NormalisedResult, str]:
+    """The call inside its observer's context (a tracing span is current while it runs)."""
+    record = ToolCall(name, str(prep.call.get("call_id")), known=name in env.tools)
+    with watch.tool_call(record):
+        if prep.verdict is not None:
+            result, status = NormalisedResult(prep.verdict), "failed"
+        else:
+            assert prep.tool is not None
+            result, status = await _invoke(prep.tool, name, prep.args, prep.call, env)
+            await _side_events(name, prep.args, result, env, cite=status == "completed")
+        record.status = status
+        if status != "completed":
+            record.error = result.text
     return result, status
 
 

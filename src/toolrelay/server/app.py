@@ -22,6 +22,7 @@ from toolrelay.adapters.stores import Store, User
 from toolrelay.adapters.stores.sql import SQLStore
 from toolrelay.config.registry import Registry, build_registry, setup_hint
 from toolrelay.config.settings import Settings
+from toolrelay.server.api_log import ApiTurnLog
 from toolrelay.server.auth import KeyCache
 from toolrelay.server.durability import Durability
 from toolrelay.server.errors import BodyLimit, JSONBody, install_error_handlers
@@ -116,12 +117,14 @@ def create_app(
         app.state.services = Services(
             settings, store, bus, live, turns, KeyCache(store), stopping, secret
         )
+        app.state.services.api_log = api_log = ApiTurnLog(store, settings)
         log_startup(settings, live, f"http://{settings.host}:{settings.port}/")
         try:
             yield
         finally:
             stopping.uninstall()
             await turns.aclose()
+            await api_log.drain()
             await bus.aclose()
             await live.aclose()
             await store.close()

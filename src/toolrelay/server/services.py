@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -11,6 +12,9 @@ from toolrelay.adapters.events import EventBus
 from toolrelay.adapters.stores import Store, User
 from toolrelay.config.registry import Registry
 from toolrelay.config.settings import Settings
+from toolrelay.engine.finish import RunResult
+from toolrelay.engine.interfaces import EventSink, Message
+from toolrelay.server.api_log import ApiTurnLog
 from toolrelay.server.auth import KeyCache, authenticate
 from toolrelay.server.errors import APIError
 from toolrelay.server.shutdown import Stopping
@@ -28,6 +32,24 @@ class Services:
     stopping: Stopping
     session_secret: bytes | None = None
     """Signs the web page's session cookies (`server.session`)."""
+    api_log: ApiTurnLog | None = None
+    """The request log of `/v1` turns (`log_api_turns`)."""
+
+    def v1_run(
+        self, route: str, user_id: str, messages: Sequence[Message], run_args: dict[str, Any]
+    ) -> Callable[[EventSink | None], Awaitable[RunResult]]:
+        """A `/v1` turn as a call (a sink for streams, None otherwise); with the request log
+        on, the ended turn is saved there (in the background: the answer does not wait)."""
+        relay = self.turns.relay_for(route)
+        log = self.api_log if self.settings.log_api_turns else None
+
+        async def run(sink: EventSink | None = None) -> RunResult:
+            result = await relay.run(messages, sink=sink, **run_args)
+            if log is not None:
+                log.record(user_id, route, messages, str(run_args.get("message_id")), result)
+            return result
+
+        return run
 
     def route(self, name: Any) -> str:
         """A known route name, else a 404 in OpenAI's words."""

@@ -26,6 +26,7 @@ from starlette.types import Receive, Scope, Send
 
 from toolrelay.core.events import Event
 from toolrelay.engine.interfaces import EventSink
+from toolrelay.server.gate import Gate, gate
 
 __all__ = ["KEEPALIVE", "SSE_HEADERS", "TurnStream", "Writer", "cancel_streams"]
 
@@ -47,12 +48,26 @@ class Writer(Protocol):
 class _FrameSink:
     """The turn's sink: each event's frames go straight to the connection."""
 
-    __slots__ = ("_send", "_writer", "_now", "last", "open", "complete", "stopped")
+    __slots__ = (
+        "_send",
+        "_writer",
+        "_now",
+        "_gate",
+        "last",
+        "open",
+        "complete",
+        "stopped",
+        "flowing",
+    )
 
-    def __init__(self, send: Send, writer: Writer, now: Callable[[], float]) -> None:
+    def __init__(self, send: Send, writer: Writer, now: Callable[[], float], gate: Gate) -> None:
         self._send = send
         self._writer = writer
         self._now = now
+        self._gate = gate
+        gate.enter()
+        self.flowing = False
+        """The first frames went out: from now on this stream gives way to starting chats."""
         self.last = now()
         """When the last bytes went out (the loop's clock): the watcher's silence starts here."""
         self.open = True
@@ -69,8 +84,18 @@ class _FrameSink:
         frames = writer.feed(event)
         if frames:
             await self.write(frames)
+            if not self.flowing:
+                self.started()
         if writer.done:
             await self.end()
+        elif self.flowing:
+            await self._gate.give_way()
+
+    def started(self) -> None:
+        """The first token went out (or the stream ended without one)."""
+        if not self.flowing:
+            self.flowing = True
+            self._gate.leave()
 
     async def write(self, data: bytes) -> None:
         self.last = self._now()
@@ -112,11 +137,11 @@ class TurnStream(Response):
         task = asyncio.current_task()
         assert task is not None
         await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
-        sink = _FrameSink(send, self._writer, loop.time)
-        await sink.write(self._writer.start())
+        sink = _FrameSink(send, self._writer, loop.time, gate())
         watcher = loop.create_task(_watch(receive, sink, task, self._keepalive))
         _STREAMS[task] = sink
         try:
+            await sink.write(self._writer.start())
             await self._run(sink)
         except asyncio.CancelledError:
             if not sink.stopped or task.cancelling() > 1:  # not ours: pass it on
@@ -125,6 +150,7 @@ class TurnStream(Response):
         finally:
             del _STREAMS[task]
             watcher.cancel()
+            sink.started()
         await sink.end()  # a stopped stream ends cut: no final frames, no [DONE]
 
 

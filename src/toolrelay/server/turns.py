@@ -101,7 +101,9 @@ class TurnManager:
         self._saves = RetryingStore(store, self.durability)
         self._running: dict[str, _Running] = {}
 
-    def relay_for(self, route: str, *, store: ChatStore | None = None) -> Relay:
+    def relay_for(self, route: str, *, store: ChatStore | None = None, tasks: bool = True) -> Relay:
+        """A `Relay` for one turn; background tasks (title, tags …) run for saved chat turns
+        unless `tasks` is False (a `/v1` turn saved only in the request log)."""
         reg = self.registry
         return Relay(
             reg.client_for(route),

@@ -70,6 +70,10 @@ async def test_a_matplotlib_figure_becomes_an_image_file(runner: JupyterRunner) 
     saved = runner.workdir("shared") / image["name"]
     assert saved.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert {"kind": "display", "mime": "image/png", "name": image["name"]} in seen
+    gone = await runner.run(
+        f"import os; os.remove({image['name']!r})", "python", CodeJob(session="shared")
+    )
+    assert "error" not in gone and not saved.exists()  # the cell owns the images it showed
 
 
 async def test_svg_and_html_displays(runner: JupyterRunner) -> None:

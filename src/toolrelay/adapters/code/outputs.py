@@ -56,8 +56,8 @@ class CellOutput:
         if kind == "stream":
             name = "stderr" if content.get("name") == "stderr" else "stdout"
             text = str(content.get("text", ""))
-            self._append(name, text)
-            return {"kind": name, "text": text}
+            kept = self._append(name, text)
+            return {"kind": name, "text": kept} if kept else None
         if kind in ("execute_result", "display_data"):
             return self._rich(kind, content.get("data") or {})
         if kind == "error":
@@ -70,12 +70,14 @@ class CellOutput:
             self.idle = True
         return None
 
-    def _append(self, name: str, text: str) -> None:
+    def _append(self, name: str, text: str) -> str:
+        """Add to stdout or stderr up to `MAX_TEXT`; returns what was kept (and shown live)."""
         now = getattr(self, name)
-        if len(now) >= MAX_TEXT:
+        kept = text[: max(0, MAX_TEXT - len(now))]
+        if len(kept) < len(text):
             self.cut.add(name)
-            return
-        setattr(self, name, now + text[: MAX_TEXT - len(now)])
+        setattr(self, name, now + kept)
+        return kept
 
     def _rich(self, kind: str, data: dict[str, Any]) -> dict[str, Any] | None:
         for mime in IMAGE_TYPES:
@@ -94,8 +96,8 @@ class CellOutput:
         if kind == "execute_result":
             self.result = text
             return {"kind": "result", "text": text}
-        self._append("stdout", text + "\n")
-        return {"kind": "stdout", "text": text + "\n"}
+        kept = self._append("stdout", text + "\n")
+        return {"kind": "stdout", "text": kept} if kept else None
 
     def as_dict(self, *, note: str | None = None) -> dict[str, Any]:
         """The item's `output`: stdout, stderr, result, error, files, embeds (R16)."""

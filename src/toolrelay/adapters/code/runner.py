@@ -63,7 +63,7 @@ class JupyterRunner:
         self.root.mkdir(parents=True, exist_ok=True)
         self.timeout = timeout
         self.max_timeout = max_timeout
-        self.sandbox = Sandbox(limits, hide=hide, python=python)
+        self.sandbox = Sandbox(limits, hide=hide, python=python, key=str(self.root.resolve()))
         self.pool = KernelPool(
             self.root,
             self.sandbox,
@@ -167,6 +167,7 @@ class JupyterRunner:
             if not path.exists():
                 break
         path.write_bytes(display.data)
+        self.sandbox.own(folder, kernel.slot)  # the cell may read, replace or delete them
         display.name = str(path.relative_to(kernel.workdir))
 
     async def _stop(self, kernel: Kernel, msg_id: str, cell: CellOutput, job: CodeJob) -> None:

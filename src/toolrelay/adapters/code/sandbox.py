@@ -21,6 +21,7 @@ are world-readable on the host. `isolation()` reports what this host allows.
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import shutil
 import subprocess
@@ -33,8 +34,13 @@ __all__ = ["Isolation", "Sandbox", "SandboxLimits", "isolation"]
 
 LAUNCH = str(Path(__file__).with_name("launch.py"))
 _KEEP_ENV = ("LANG", "LC_ALL", "LC_CTYPE", "TZ")
-BASE_UID = 61000
-"""Kernel slot n runs as uid/gid BASE_UID + n (root only): ids no account uses."""
+BASE_UID = 200_000
+"""As root, slot n of a sandbox runs as uid/gid `base_uid + n`: ids no account uses.
+Each sandbox (one per code directory) gets its own block of `UID_BLOCK` ids, from a
+hash of its directory, so two servers (or test workers) never share a user, and so
+neither their files nor their process counts."""
+UID_BLOCK = 2000
+_UID_BLOCKS = 1_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,14 +93,18 @@ class Sandbox:
         *,
         hide: Sequence[str | Path] = (),
         python: str = sys.executable,
+        key: str = "",
     ) -> None:
+        """`key` (the code directory) picks the sandbox's block of user ids."""
         self.limits = limits
+        block = int(hashlib.sha256(key.encode()).hexdigest(), 16) % _UID_BLOCKS
+        self.base_uid = BASE_UID + block * UID_BLOCK
         self.hide = [str(Path(p).resolve()) for p in hide]
         self.python = python
         self.host = isolation()
 
     def uid(self, slot: int) -> int | None:
-        return BASE_UID + slot if self.host.root else None
+        return self.base_uid + slot if self.host.root else None
 
     def command(
         self, cmd: Sequence[str], workdir: Path, slot: int, *, expose: Sequence[Path] = ()
@@ -148,8 +158,8 @@ class Sandbox:
         """Give `path` (recursively) to slot's user, or back to us when `slot` is None."""
         if not self.host.root:
             return
-        uid = os.geteuid() if slot is None else BASE_UID + slot
-        gid = os.getegid() if slot is None else BASE_UID + slot
+        uid = os.geteuid() if slot is None else self.base_uid + slot
+        gid = os.getegid() if slot is None else self.base_uid + slot
         for base, dirs, files in os.walk(path):
             for name in [*dirs, *files]:
                 os.lchown(os.path.join(base, name), uid, gid)

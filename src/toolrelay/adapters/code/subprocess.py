@@ -21,9 +21,10 @@ from toolrelay.engine.interpreter import CodeJob, SubprocessRunner
 
 __all__ = ["SandboxedSubprocess"]
 
-_SLOTS = 800
+_SLOTS = 1000
 _FIRST_SLOT = 1000
-"""Subprocess users sit above the kernels' (a chat's slot comes from its id's hash)."""
+"""Subprocess users sit in the upper half of the sandbox's block (a chat's slot comes
+from its id's hash; kernels use the lower half)."""
 
 
 class SandboxedSubprocess(SubprocessRunner):
@@ -39,7 +40,7 @@ class SandboxedSubprocess(SubprocessRunner):
         super().__init__(timeout=timeout, python=python, prefix=self._prefix)
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
-        self.sandbox = Sandbox(limits, hide=hide, python=python)
+        self.sandbox = Sandbox(limits, hide=hide, python=python, key=str(self.root.resolve()))
         self.max_timeout = timeout
 
     def workdir(self, session: str | None) -> Path:

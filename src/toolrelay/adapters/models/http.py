@@ -7,8 +7,9 @@ do) and it does not parse response bodies (`core.body.BodyReader` does),
 except to pull the message out of an HTTP error body.
 
 Rules:
-1. One `httpx.AsyncClient` per model client, created on first use, so
-   connections are reused across iterations of a turn; `aclose()` ends it.
+1. A few small httpx pools per model client (`Upstream.client`), made on
+   first use, so connections are reused across turns and iterations and
+   starting a request stays cheap with thousands open; `aclose()` ends them.
 2. `open` returns only once the first body chunk has arrived. Until then a
    failure may be retried (connect errors, 429, 500/502/503/504, with
    exponential backoff + jitter, or the server's `Retry-After`); once a byte
@@ -169,9 +170,13 @@ class _Retryable:
 
 MAX_CONNECTIONS: Final = 4096
 """Concurrent upstream responses per client: one per chat being answered."""
+POOLS: Final = 32
+"""httpx pools the client's connections split over (see `Upstream.client`)."""
+KEEPALIVE: Final = 32
+"""Idle connections each pool keeps for the next chats."""
 KEEPALIVE_S: Final = 30.0
-"""How long an idle upstream connection is kept for the next chat (servers close theirs
-after 5 s to minutes; httpx notices a closed one before reusing it)."""
+"""How long an idle upstream connection is kept (servers close theirs after 5 s to minutes;
+httpx notices a closed one before reusing it)."""
 
 
 class Upstream:
@@ -182,31 +187,44 @@ class Upstream:
         self.timeouts = options.timeouts
         self.retry = options.retry
         self._transport = options.transport
-        self._client: httpx.AsyncClient | None = None
+        self._clients: list[httpx.AsyncClient] = []
+        self._next = 0
         self._urls: dict[str, httpx.URL] = {}
 
     @property
     def client(self) -> httpx.AsyncClient:
-        if self._client is None:
-            t = self.timeouts
-            self._client = httpx.AsyncClient(
-                transport=self._transport,
-                timeout=httpx.Timeout(connect=t.connect, read=None, write=None, pool=t.connect),
-                # httpx's default (100 connections, 20 kept alive for 5 s) queues a busy
-                # server's streams behind each other and reconnects most requests; a new
-                # connection costs more CPU than the whole rest of starting a turn
-                limits=httpx.Limits(
-                    max_connections=MAX_CONNECTIONS,
-                    max_keepalive_connections=MAX_CONNECTIONS,
-                    keepalive_expiry=KEEPALIVE_S,
-                ),
-                follow_redirects=True,
-            )
-        return self._client
+        """The next of up to `POOLS` httpx clients, in turn, each made on first use.
+
+        httpx's pool walks all its connections, and for each idle one all of them
+        again, every time a request starts or ends: with a thousand streams open,
+        starting one cost milliseconds (and the first tokens of a burst seconds).
+        Small pools keep that walk short. httpx's default limits (100 connections,
+        20 kept for 5 s) would queue a busy server's streams and reconnect most.
+        A transport given in the options (tests) gets one client.
+        """
+        clients = self._clients
+        if len(clients) < (1 if self._transport is not None else POOLS):
+            clients.append(self._new_client())
+            return clients[-1]
+        self._next = (self._next + 1) % len(clients)
+        return clients[self._next]
+
+    def _new_client(self) -> httpx.AsyncClient:
+        t = self.timeouts
+        return httpx.AsyncClient(
+            transport=self._transport,
+            timeout=httpx.Timeout(connect=t.connect, read=None, write=None, pool=t.connect),
+            limits=httpx.Limits(
+                max_connections=MAX_CONNECTIONS // POOLS,
+                max_keepalive_connections=KEEPALIVE,
+                keepalive_expiry=KEEPALIVE_S,
+            ),
+            follow_redirects=True,
+        )
 
     async def aclose(self) -> None:
-        client, self._client = self._client, None
-        if client is not None:
+        clients, self._clients = self._clients, []
+        for client in clients:
             await client.aclose()
 
     async def post(self, url: str, payload: Mapping[str, Any], *, stream: bool) -> UpstreamBody:
@@ -237,12 +255,11 @@ class Upstream:
         parsed = self._urls.get(url)
         if parsed is None:  # parsing a URL costs more than the rest of building a request
             parsed = self._urls[url] = httpx.URL(url)
-        request = self.client.build_request(
-            "POST", parsed, content=body, headers=self._headers(stream)
-        )
+        client = self.client
+        request = client.build_request("POST", parsed, content=body, headers=self._headers(stream))
         try:
             async with asyncio.timeout_at(deadline):
-                response = await self.client.send(request, stream=True)
+                response = await client.send(request, stream=True)
         except TimeoutError:
             raise on_timeout from None
         except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:

@@ -134,8 +134,26 @@ class Store(ChatStore, Protocol):
     async def get_chat(self, chat_id: str, *, user_id: str) -> Chat | None: ...
 
     async def list_chats(
-        self, user_id: str, *, limit: int = 50, offset: int = 0
-    ) -> tuple[list[Chat], int]: ...
+        self,
+        user_id: str,
+        *,
+        limit: int = 50,
+        offset: int = 0,
+        query: str | None = None,
+        id_prefix: str | None = None,
+        exclude_prefix: bool = False,
+    ) -> tuple[list[Chat], int]:
+        """A page of the user's chats, newest first, and how many match. `query`: the title
+        or a message contains it (any case); `id_prefix`: the chat id starts with it (with
+        `exclude_prefix`: does not)."""
+        ...
+
+    async def prune_chats(
+        self, *, id_prefix: str, older_than: datetime | None = None, keep: int | None = None
+    ) -> int:
+        """Delete chats whose id starts with `id_prefix` (every user's) created before
+        `older_than`, and all but the newest `keep` of them; returns how many went."""
+        ...
 
     async def delete_chat(self, chat_id: str, *, user_id: str) -> bool: ...
 

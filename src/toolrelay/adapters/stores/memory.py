@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping
 from dataclasses import replace
+from datetime import datetime
 from typing import Any
 
 from toolrelay.adapters.stores import (
@@ -168,13 +169,49 @@ class MemoryStore:
         return None if chat is None or chat.user_id != user_id else _copy_chat(chat)
 
     async def list_chats(
-        self, user_id: str, *, limit: int = 50, offset: int = 0
+        self,
+        user_id: str,
+        *,
+        limit: int = 50,
+        offset: int = 0,
+        query: str | None = None,
+        id_prefix: str | None = None,
+        exclude_prefix: bool = False,
     ) -> tuple[list[Chat], int]:
-        owned = [c for c in self._chats.values() if c.user_id == user_id]
+        owned = [
+            c
+            for c in self._chats.values()
+            if c.user_id == user_id
+            and (id_prefix is None or c.id.startswith(id_prefix) != exclude_prefix)
+            and (not query or self._mentions(c, query.casefold()))
+        ]
         owned.sort(key=lambda c: (c.updated_at, c.created_at, c.id), reverse=True)
         start = max(offset, 0)
         page = owned[start : start + max(limit, 0)]
         return [_copy_chat(c) for c in page], len(owned)
+
+    def _mentions(self, chat: Chat, needle: str) -> bool:
+        if needle in (chat.title or "").casefold():
+            return True
+        return any(
+            m.chat_id == chat.id and needle in str(m.content).casefold()
+            for m in self._messages.values()
+        )
+
+    async def prune_chats(
+        self, *, id_prefix: str, older_than: datetime | None = None, keep: int | None = None
+    ) -> int:
+        matching = sorted(
+            (c for c in self._chats.values() if c.id.startswith(id_prefix)),
+            key=lambda c: (c.created_at, c.id),
+            reverse=True,
+        )
+        doomed = [c for c in matching if older_than is not None and c.created_at < older_than]
+        if keep is not None:
+            doomed += [c for c in matching[max(keep, 0) :] if c not in doomed]
+        for chat in doomed:
+            await self.delete_chat(chat.id, user_id=chat.user_id)
+        return len(doomed)
 
     async def delete_chat(self, chat_id: str, *, user_id: str) -> bool:
         chat = self._chats.get(chat_id)

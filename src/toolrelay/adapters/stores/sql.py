@@ -18,13 +18,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Mapping
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import orjson
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import delete, event, func, select, update
+from sqlalchemy import Text, and_, cast, delete, event, func, or_, select, update
 from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.ext.asyncio import (
     AsyncEngine,
@@ -33,6 +34,7 @@ from sqlalchemy.ext.asyncio import (
     create_async_engine,
 )
 from sqlalchemy.pool import StaticPool
+from sqlalchemy.sql.elements import ColumnElement
 
 from toolrelay.adapters.stores import (
     ApiKey,
@@ -176,6 +178,32 @@ def _message(row: MessageRow) -> StoredMessage:
         created_at=row.created_at,
         updated_at=row.updated_at,
     )
+
+
+def _chat_filter(
+    user_id: str, query: str | None, id_prefix: str | None, exclude_prefix: bool
+) -> ColumnElement[bool]:
+    """The user's chats, narrowed by id prefix and by text in the title or any message."""
+    clauses: list[ColumnElement[bool]] = [ChatRow.user_id == user_id]
+    if id_prefix:
+        prefixed = ChatRow.id.startswith(id_prefix, autoescape=True)
+        clauses.append(~prefixed if exclude_prefix else prefixed)
+    if query:
+        needle = f"%{_escape_like(query.lower())}%"
+        in_messages = (
+            select(MessageRow.id)
+            .where(
+                MessageRow.chat_id == ChatRow.id,
+                func.lower(cast(MessageRow.content, Text)).like(needle, escape="\\"),
+            )
+            .exists()
+        )
+        clauses.append(or_(func.lower(ChatRow.title).like(needle, escape="\\"), in_messages))
+    return and_(*clauses)
+
+
+def _escape_like(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
 async def _chat_row(session: AsyncSession, chat_id: str) -> ChatRow:
@@ -381,11 +409,19 @@ class SQLStore:
         return None if row is None else _chat(row)
 
     async def list_chats(
-        self, user_id: str, *, limit: int = 50, offset: int = 0
+        self,
+        user_id: str,
+        *,
+        limit: int = 50,
+        offset: int = 0,
+        query: str | None = None,
+        id_prefix: str | None = None,
+        exclude_prefix: bool = False,
     ) -> tuple[list[Chat], int]:
-        """One page of the user's chats, most recently updated first, and their total."""
-        owned = ChatRow.user_id == user_id
-        query = (
+        """One page of the user's chats, most recently updated first, and their total
+        (`query`: title or a message contains it; `id_prefix`: ids starting with it)."""
+        owned = _chat_filter(user_id, query, id_prefix, exclude_prefix)
+        page = (
             select(ChatRow)
             .where(owned)
             .order_by(ChatRow.updated_at.desc(), ChatRow.created_at.desc(), ChatRow.id.desc())
@@ -393,9 +429,32 @@ class SQLStore:
             .offset(max(offset, 0))
         )
         async with self._sessions() as session:
-            rows = list(await session.scalars(query))
+            rows = list(await session.scalars(page))
             total = await session.scalar(select(func.count()).select_from(ChatRow).where(owned))
         return [_chat(row) for row in rows], int(total or 0)
+
+    async def prune_chats(
+        self, *, id_prefix: str, older_than: datetime | None = None, keep: int | None = None
+    ) -> int:
+        """Delete the matching chats (their messages cascade) in one transaction."""
+        matching = ChatRow.id.startswith(id_prefix, autoescape=True)
+        gone = 0
+        async with self._write() as session:
+            if older_than is not None:
+                old = delete(ChatRow).where(matching, ChatRow.created_at < older_than)
+                gone += int(getattr(await session.execute(old), "rowcount", 0) or 0)
+            if keep is not None:
+                extra = (
+                    select(ChatRow.id)
+                    .where(matching)
+                    .order_by(ChatRow.created_at.desc(), ChatRow.id.desc())
+                    .offset(max(keep, 0))
+                )
+                ids = list(await session.scalars(extra))
+                if ids:
+                    result = await session.execute(delete(ChatRow).where(ChatRow.id.in_(ids)))
+                    gone += int(getattr(result, "rowcount", 0) or 0)
+        return gone
 
     async def delete_chat(self, chat_id: str, *, user_id: str) -> bool:
         """Deletes the chat if the user owns it; its messages go with it (ON DELETE CASCADE)."""

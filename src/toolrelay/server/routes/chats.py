@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 from fastapi import APIRouter, Header, Query, Request
@@ -22,6 +22,7 @@ from fastapi.responses import StreamingResponse
 
 from toolrelay.adapters.stores import Chat, StoredMessage
 from toolrelay.core.events import Event
+from toolrelay.server.api_log import API_CHAT_PREFIX
 from toolrelay.server.client_tools import client_tools
 from toolrelay.server.errors import APIError
 from toolrelay.server.guard import GuardedRoute
@@ -96,8 +97,19 @@ async def list_chats(
     user: UserDep,
     limit: int = Query(50, ge=1, le=200),
     offset: int = Query(0, ge=0, le=MAX_INT64),
+    q: str | None = Query(None, max_length=200, description="Title or a message contains it."),
+    source: Literal["api", "chat"] | None = Query(
+        None, description="`api`: the request log of /v1 turns; `chat`: every other chat."
+    ),
 ) -> dict[str, Any]:
-    chats, total = await svc.store.list_chats(user.id, limit=limit, offset=offset)
+    chats, total = await svc.store.list_chats(
+        user.id,
+        limit=limit,
+        offset=offset,
+        query=q or None,
+        id_prefix=API_CHAT_PREFIX if source else None,
+        exclude_prefix=source == "chat",
+    )
     return {"data": [chat_json(c) for c in chats], "total": total, "limit": limit, "offset": offset}
 
 

@@ -44,20 +44,20 @@ async def chat_completions(
     body: ChatCompletionRequest, svc: ServicesDep, user: UserDep
 ) -> TurnStream | JSONBody:
     route = svc.route(body.model)
-    relay = svc.turns.relay_for(route)
     messages = [m.model_dump(exclude_none=True) for m in body.messages]
     run_args = turn_args(svc.turn_user(user), body.tools)
     run_args["params"] = sampling_params(body, svc.registry.routes[route])
     run_args["message_id"] = REQUEST_ID.get()  # the turn's id is the request's (X-Request-ID)
+    run = svc.v1_run(route, user.id, messages, run_args)
     if body.stream:
         usage = body.stream_options is not None and body.stream_options.include_usage
         writer = ChatStream(route, include_usage=usage, events=body.toolrelay_events)
         return TurnStream(
-            lambda sink: relay.run(messages, sink=sink, **run_args),
+            run,
             writer,
             svc.settings.keepalive_s,
         )
-    result = await relay.run(messages, **run_args)
+    result = await run(None)
     answer = turn_answer(
         status=result.status,
         output=result.output,

@@ -45,20 +45,20 @@ async def responses(
     messages = input_messages(body.input, body.instructions)
     if not messages:
         raise APIError(400, "`input` has no message.", param="input", code="empty_input")
-    relay = svc.turns.relay_for(route)
     run_args = turn_args(
         svc.turn_user(user), [t for t in body.tools or () if t.type == "function" and t.name]
     )
     run_args["params"] = sampling_params(body, svc.registry.routes[route])
     run_args["message_id"] = REQUEST_ID.get()  # the turn's id is the request's (X-Request-ID)
+    run = svc.v1_run(route, user.id, messages, run_args)
     if body.stream:
         writer = ResponsesStream(route)
         return TurnStream(
-            lambda sink: relay.run(messages, sink=sink, **run_args),
+            run,
             writer,
             svc.settings.keepalive_s,
         )
-    result = await relay.run(messages, **run_args)
+    result = await run(None)
     answer = turn_answer(
         status=result.status,
         output=result.output,

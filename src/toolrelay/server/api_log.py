@@ -1,0 +1,134 @@
+"""The request log: `/v1/*` turns saved as chats of the caller (`log_api_turns`, default on).
+
+Like simonw/llm logging every prompt: each `/v1` request becomes a chat with
+id `api_…`, tag `api`, titled by its first user message, holding the
+request's messages and the assistant turn as the engine saved it (output,
+tool calls, usage, timings, status). `GET /api/chats?source=api` lists them,
+`q=` searches them like any chat.
+
+The writes happen once the turn has ended, in the background: the answer
+never waits for the log, and a failed write is logged, never the client's
+error. A stream the client leaves early is cancelled and not logged. The
+turn's tools see no chat (a `/v1` request has none): the code interpreter
+keeps using the caller's own kernel across requests. After
+each write the log is pruned to `api_turns_max_age_days` and
+`api_turns_max_count` (over all users).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping, Sequence
+from datetime import timedelta
+from typing import Any
+
+from toolrelay.adapters.stores import Store, utc_now
+from toolrelay.config.settings import Settings
+from toolrelay.core.ids import new_id
+from toolrelay.engine.finish import RunResult
+from toolrelay.engine.interfaces import Message
+
+__all__ = ["API_CHAT_PREFIX", "ApiTurnLog"]
+
+log = logging.getLogger("toolrelay.server")
+
+API_CHAT_PREFIX = "api_"
+TITLE_CHARS = 80
+_ROLES = {"user": "user", "system": "system", "developer": "system", "assistant": "assistant"}
+
+
+class ApiTurnLog:
+    """Writes ended `/v1` turns to the store, in the background, then prunes the log."""
+
+    def __init__(self, store: Store, settings: Settings) -> None:
+        self.store = store
+        self.settings = settings
+        self._writes: set[asyncio.Task[None]] = set()
+
+    def record(
+        self,
+        user_id: str,
+        route: str,
+        messages: Sequence[Message],
+        turn_id: str,
+        result: RunResult,
+    ) -> None:
+        """Save one ended turn (as `turn_id`, the request id) under a new `api_…` chat."""
+        kept = [k for k in (_kept(m) for m in messages) if k is not None]
+        turn = {
+            "output": result.output,
+            "content": result.text,
+            "usage": result.usage,
+            "status": result.status,
+            "error": result.error,
+            "timings": result.timings,
+            "model": route,
+            "follow_ups": [],
+        }
+        write = self._save(user_id, route, kept, turn_id, turn)
+        task = asyncio.get_running_loop().create_task(write)
+        self._writes.add(task)
+        task.add_done_callback(self._writes.discard)
+
+    async def drain(self) -> None:
+        """Wait for the writes in flight (shutdown, tests)."""
+        while self._writes:
+            await asyncio.gather(*list(self._writes), return_exceptions=True)
+
+    async def _save(
+        self,
+        user_id: str,
+        route: str,
+        kept: list[Message],
+        turn_id: str,
+        turn: Mapping[str, Any],
+    ) -> None:
+        store = self.store
+        chat_id = new_id(API_CHAT_PREFIX.rstrip("_"))
+        try:
+            await store.create_chat(user_id, title=_title(kept), model=route, chat_id=chat_id)
+            await store.update_chat(chat_id, tags=["api"])
+            for message in kept:
+                await store.add_message(chat_id, message)
+            await store.save_turn(chat_id, turn_id, turn)
+            await self._prune()
+        except Exception:
+            log.exception("could not save /v1 turn %s in the request log", turn_id)
+
+    async def _prune(self) -> None:
+        days, keep = self.settings.api_turns_max_age_days, self.settings.api_turns_max_count
+        if days is None and keep is None:
+            return
+        before = utc_now() - timedelta(days=days) if days is not None else None
+        gone = await self.store.prune_chats(id_prefix=API_CHAT_PREFIX, older_than=before, keep=keep)
+        if gone:
+            log.info("request log: %d old /v1 turns deleted", gone)
+
+
+def _kept(message: Mapping[str, Any]) -> Message | None:
+    """The message as the store keeps it: text and parts of user, system and assistant
+    messages (an earlier exchange's tool results are not kept; this turn's are, in its output)."""
+    role = _ROLES.get(str(message.get("role")))
+    content = message.get("content")
+    if role is None or (role == "assistant" and not content):
+        return None
+    if not isinstance(content, str | list):
+        content = "" if content is None else str(content)
+    return {"role": role, "content": content}
+
+
+def _title(messages: Sequence[Message]) -> str:
+    for message in messages:
+        if message["role"] == "user":
+            content = message["content"]
+            text = content if isinstance(content, str) else _parts_text(content)
+            text = " ".join(text.split())
+            return text[:TITLE_CHARS] + ("…" if len(text) > TITLE_CHARS else "")
+    return "API request"
+
+
+def _parts_text(parts: list[Any]) -> str:
+    return " ".join(
+        str(p.get("text", "")) for p in parts if isinstance(p, Mapping) and p.get("type") == "text"
+    )
