@@ -21,6 +21,7 @@ from toolrelay.core.text_call_stream import TextCallRecogniser
 from toolrelay.core.text_tool_calls import (
     MAX_CALL_CHARS,
     TextCall,
+    callable_names,
     parse_text_calls,
 )
 from toolrelay.core.think_tags import DEFAULT_REASONING_TAGS
@@ -139,6 +140,25 @@ def test_no_tools_offered_means_no_calls() -> None:
     text = '{"name": "get_weather", "arguments": {"city": "Paris"}}'
     released, rest, calls = run(text, tools=frozenset())
     assert (released, rest, calls) == ([text], "", [])
+
+
+@pytest.mark.parametrize(
+    ("tool_choice", "names"),
+    [
+        (None, TOOLS),
+        ("auto", TOOLS),
+        ("required", TOOLS),
+        ("none", frozenset()),
+        ({"type": "function", "function": {"name": "search"}}, {"search"}),
+        ({"type": "function", "name": "get_time"}, {"get_time"}),
+        ({"type": "function", "function": {"name": "not_offered"}}, frozenset()),
+        ({"type": "allowed_tools"}, TOOLS),
+    ],
+)
+def test_the_request_tool_choice_limits_what_text_may_call(
+    tool_choice: object, names: frozenset[str]
+) -> None:
+    assert callable_names(sorted(TOOLS), tool_choice) == names
 
 
 def test_content_past_the_limit_is_text() -> None:

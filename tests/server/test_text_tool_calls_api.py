@@ -109,3 +109,13 @@ def test_a_call_to_a_client_tool_written_as_text_goes_back_as_tool_calls(
     assert call.id.startswith("call_")
     offered = {t["function"]["name"] for t in running.upstream.requests[0].json["tools"]}
     assert offered == {"add", "shout", "get_location"}
+
+
+def test_tool_choice_none_leaves_a_call_written_as_text_alone(running: Running) -> None:
+    running.upstream.route(CHAT, written_call())
+    done = sdk(running).chat.completions.create(
+        model="local", messages=[{"role": "user", "content": "2+3?"}], tool_choice="none"
+    )
+    assert done.choices[0].message.content == CALL
+    assert running.upstream.requests[0].json["tool_choice"] == "none"
+    assert len(running.upstream.requests) == 1

@@ -31,10 +31,10 @@ back, while the content streams, only what could still become a call.
 from __future__ import annotations
 
 import json
-from collections.abc import Collection
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
-__all__ = ["FENCE_LANGS", "MAX_CALL_CHARS", "TextCall", "parse_text_calls"]
+__all__ = ["FENCE_LANGS", "MAX_CALL_CHARS", "TextCall", "callable_names", "parse_text_calls"]
 
 MAX_CALL_CHARS = 256 * 1024
 """Longer content is text: holding it back any longer would stall a real answer."""
@@ -69,6 +69,23 @@ class TextCall:
 
 
 # ------------------------------------------------------------------ the decision
+
+
+def callable_names(tools: Iterable[str], tool_choice: object = None) -> frozenset[str]:
+    """The tools a call written as text may name, given the request's `tool_choice`.
+
+    `"none"`: none (the client said no calls); one named function (Chat
+    Completions `{"type": "function", "function": {"name": …}}` or the flat
+    Responses form): that one, if offered; anything else: every offered tool.
+    """
+    offered = frozenset(tools)
+    if tool_choice == "none":
+        return frozenset()
+    if isinstance(tool_choice, Mapping) and tool_choice.get("type") == "function":
+        inner = tool_choice.get("function")
+        name = inner.get("name") if isinstance(inner, Mapping) else tool_choice.get("name")
+        return offered & {name} if isinstance(name, str) else offered
+    return offered
 
 
 def parse_text_calls(text: str, tools: Collection[str]) -> list[TextCall] | None:

@@ -47,6 +47,7 @@ from toolrelay.core.items import (
 )
 from toolrelay.core.rag import RagSnapshot, inject, take_snapshot
 from toolrelay.core.status import TurnStatus
+from toolrelay.core.text_tool_calls import callable_names
 from toolrelay.core.think_tags import TagConfig
 from toolrelay.core.usage import merge_usage
 from toolrelay.engine.coalesce import Coalescer
@@ -266,7 +267,9 @@ class Turn:
             offset=len(self.output),
             quiet=self.emitter.quiet,
             call_ids=used_call_ids(request.messages, self.output),
-            text_tools=setup.tools.keys() if setup.text_tool_calls and request.tools else (),
+            text_tools=callable_names(setup.tools, request.params.get("tool_choice"))
+            if setup.text_tool_calls and request.tools
+            else (),
         )
         dropped = False
         emit_many, feed, acc = self.emitter.emit_many, reader.feed, reader.acc
