@@ -106,6 +106,9 @@ class ModelRoute(BaseModel):
     small model writes its calls that way), off for every other route."""
     code_interpreter: bool = True
     """False keeps this route's model from running code (`[code_interpreter]`)."""
+    coalesce_ms: float | None = Field(default=None, ge=0)
+    """Window in which this route's streamed deltas are merged (0: every chunk as it
+    comes); unset: `[limits] coalesce_ms`. A request's `stream_options.coalesce_ms` wins."""
 
     @model_validator(mode="before")
     @classmethod

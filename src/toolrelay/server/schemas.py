@@ -44,6 +44,8 @@ class ChatTool(_Open):
 
 class StreamOptions(_Open):
     include_usage: bool = False
+    coalesce_ms: float | None = Field(default=None, ge=0, le=60_000)
+    """toolrelay's: merge deltas within this window (0: every chunk); unset: the route's."""
 
 
 class ChatCompletionRequest(_Open):
@@ -70,6 +72,7 @@ class ResponsesRequest(_Open):
     stream: bool = False
     tools: list[ResponseTool] | None = None
     previous_response_id: str | None = None
+    stream_options: StreamOptions | None = None
 
 
 class ChatCreate(_Open):

@@ -36,11 +36,18 @@ class Services:
     """The request log of `/v1` turns (`log_api_turns`)."""
 
     def v1_run(
-        self, route: str, user_id: str, messages: Sequence[Message], run_args: dict[str, Any]
+        self,
+        route: str,
+        user_id: str,
+        messages: Sequence[Message],
+        run_args: dict[str, Any],
+        *,
+        coalesce_ms: float | None = None,
     ) -> Callable[[EventSink | None], Awaitable[RunResult]]:
         """A `/v1` turn as a call (a sink for streams, None otherwise); with the request log
-        on, the ended turn is saved there (in the background: the answer does not wait)."""
-        relay = self.turns.relay_for(route)
+        on, the ended turn is saved there (in the background: the answer does not wait).
+        `coalesce_ms` is the request's delta window (`stream_options`), None: the route's."""
+        relay = self.turns.relay_for(route, coalesce_ms=coalesce_ms)
         log = self.api_log if self.settings.log_api_turns else None
 
         async def run(sink: EventSink | None = None) -> RunResult:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -101,16 +102,28 @@ class TurnManager:
         self._saves = RetryingStore(store, self.durability)
         self._running: dict[str, _Running] = {}
 
-    def relay_for(self, route: str, *, store: ChatStore | None = None, tasks: bool = True) -> Relay:
+    def relay_for(
+        self,
+        route: str,
+        *,
+        store: ChatStore | None = None,
+        tasks: bool = True,
+        coalesce_ms: float | None = None,
+    ) -> Relay:
         """A `Relay` for one turn; background tasks (title, tags …) run for saved chat turns
-        unless `tasks` is False (a `/v1` turn saved only in the request log)."""
+        unless `tasks` is False (a `/v1` turn saved only in the request log). Deltas are
+        merged within `coalesce_ms` (the request's), else the route's, else the global one."""
         reg = self.registry
+        limits = reg.limits
+        window = reg.routes[route].coalesce_ms if coalesce_ms is None else coalesce_ms
+        if window is not None and window != limits.coalesce_ms:
+            limits = dataclasses.replace(limits, coalesce_ms=window)
         return Relay(
             reg.client_for(route),
             reg.tools_for(route),
             code_interpreter=reg.code_runner,
             builtin_tools={"code_interpreter": reg.routes[route].code_interpreter},
-            limits=reg.limits,
+            limits=limits,
             store=store,
             filters=reg.filters,
             task_model=reg.task_client if store is not None else None,

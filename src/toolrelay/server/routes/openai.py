@@ -48,7 +48,9 @@ async def chat_completions(
     run_args = turn_args(svc.turn_user(user), body.tools)
     run_args["params"] = sampling_params(body, svc.registry.routes[route])
     run_args["message_id"] = REQUEST_ID.get()  # the turn's id is the request's (X-Request-ID)
-    run = svc.v1_run(route, user.id, messages, run_args)
+    options = body.stream_options
+    window = options.coalesce_ms if options is not None else None
+    run = svc.v1_run(route, user.id, messages, run_args, coalesce_ms=window)
     if body.stream:
         usage = body.stream_options is not None and body.stream_options.include_usage
         writer = ChatStream(route, include_usage=usage, events=body.toolrelay_events)
