@@ -60,6 +60,7 @@ def serve(
         require_for_urls(settings.database_url, settings.events_url)
         if settings.otel_endpoint:
             require("otel_endpoint", "otel", OTEL)
+        _configure_logs(settings)  # before the registry: its warnings are formatted and masked
         _make_dir(settings.data_dir)
         registry = build_registry(settings)  # every configuration problem before the model loads
         if wants_local(settings, enabled=not no_local):
@@ -73,10 +74,7 @@ def serve(
     import uvicorn
 
     from toolrelay.server.app import create_app
-    from toolrelay.server.logs import configure_logging
-    from toolrelay.server.startup_log import config_secrets
 
-    configure_logging(settings.log_level, settings.log_format, secrets=config_secrets(settings))
     if local is not None:  # what was done, and how to use a real model instead
         logging.getLogger("toolrelay.local").info("%s", local.describe())
     try:
@@ -90,6 +88,13 @@ def serve(
     finally:
         if local is not None:
             local.close()
+
+
+def _configure_logs(settings: Settings) -> None:
+    from toolrelay.server.logs import configure_logging
+    from toolrelay.server.startup_log import config_secrets
+
+    configure_logging(settings.log_level, settings.log_format, secrets=config_secrets(settings))
 
 
 def _start_local(settings: Settings) -> tuple[Settings, LocalModel]:

@@ -51,3 +51,22 @@ def test_json_lines_carry_fields_and_are_masked() -> None:
         3,
         "INFO",
     )
+
+
+def test_pretty_lines_are_one_per_record_with_key_values() -> None:
+    stream = io.StringIO()
+    root = logging.getLogger()
+    saved = (root.level, list(root.handlers))
+    try:
+        configure_logging("DEBUG", "pretty", stream=stream)
+        logging.getLogger("toolrelay.turn").warning(
+            "turn failed", extra=fields(turn="req_1", tool_calls=2, error="two words")
+        )
+    finally:
+        for handler in [h for h in root.handlers if h not in saved[1]]:
+            root.removeHandler(handler)
+        root.setLevel(saved[0])
+    [line] = stream.getvalue().splitlines()
+    assert line.endswith(
+        "WARNING toolrelay.turn: turn failed  turn=req_1 tool_calls=2 error='two words'"
+    )
