@@ -14,6 +14,7 @@ import orjson
 import pytest
 from typer.testing import CliRunner
 
+from tests.cli.saved import saved
 from toolrelay.cli.main import app
 from toolrelay.testing import FakeModelServer, NDJSONReply, RawReply, SSEReply, ToolCallSpec
 from toolrelay.testing.fake_server import BodyReply
@@ -274,8 +275,9 @@ def test_an_unknown_route_names_the_configured_ones(
     assert "--model 'slow': no such route (configured: fast;" in result.stderr
 
 
-def test_ctrl_c_cancels_the_turn_and_exits_130(server: FakeModelServer) -> None:
-    """A stalled stream, SIGINT: the upstream connection is closed and the exit code is 130."""
+def test_ctrl_c_cancels_the_turn_and_exits_130(server: FakeModelServer, data_dir: Path) -> None:
+    """A stalled stream, SIGINT: the upstream connection is closed, the partial turn is saved
+    as cancelled and the exit code is 130."""
     server.script(SSEReply(chat_chunks(text=["first ", "second"]), stall_after=2))
     args = ["chat", "hi", "--base-url", server.base_url, "--model", "m", "--json"]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
@@ -299,6 +301,11 @@ def test_ctrl_c_cancels_the_turn_and_exits_130(server: FakeModelServer) -> None:
     assert proc.returncode == 130, err.decode()
     assert b"cancelled" in err
     assert server.wait_for_connections(0)
+    [(_, messages)] = saved(data_dir)
+    assert [(m.role, m.status, m.content) for m in messages] == [
+        ("user", None, "hi"),
+        ("assistant", "cancelled", "first "),
+    ]
 
 
 GUARDED = '''

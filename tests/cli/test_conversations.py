@@ -7,6 +7,8 @@ saving into a SQLite file in the test's data directory.
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,7 +16,9 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from toolrelay.adapters.stores import Chat, StoredMessage
+from tests.cli.saved import saved
+from tests.patience import HANG
+from toolrelay.adapters.stores import StoredMessage
 from toolrelay.adapters.stores.sql import SQLStore
 from toolrelay.cli.main import app
 from toolrelay.server.app import ensure_admin_key
@@ -31,22 +35,6 @@ def server() -> Iterator[FakeModelServer]:
 def chat(server: FakeModelServer, *args: str) -> Any:
     argv = ["chat", *args, "--base-url", server.base_url, "--model", "m"]
     return CliRunner().invoke(app, argv, catch_exceptions=False)
-
-
-def saved(data_dir: Path) -> list[tuple[Chat, list[StoredMessage]]]:
-    """Every chat of the CLI's owner, newest first, with its messages."""
-
-    async def read() -> list[tuple[Chat, list[StoredMessage]]]:
-        store = await SQLStore.open(f"sqlite+aiosqlite:///{data_dir / 'toolrelay.db'}")
-        try:
-            owner = await store.user_named("admin")
-            assert owner is not None and owner.is_admin
-            chats, _ = await store.list_chats(owner.id)
-            return [(c, await store.get_messages(c.id)) for c in chats]
-        finally:
-            await store.close()
-
-    return asyncio.run(read())
 
 
 def roles_and_text(messages: list[StoredMessage]) -> list[tuple[str, Any]]:
@@ -176,3 +164,18 @@ def test_an_unusable_data_dir_answers_without_saving(
     assert result.stderr.startswith(
         f"not saving this conversation: cannot open {blocker / 'data' / 'toolrelay.db'}: "
     )
+
+
+def test_without_the_server_extra_chat_answers_and_saves_nothing(
+    server: FakeModelServer, data_dir: Path
+) -> None:
+    block = "import sys\nfor name in ('fastapi', 'uvicorn', 'sqlalchemy', 'aiosqlite'):\n"
+    block += "    sys.modules[name] = None\nfrom toolrelay.cli.main import app\napp()"
+    server.script(SSEReply(chat_chunks(text="no database needed")))
+    argv = ["chat", "hi", "--base-url", server.base_url, "--model", "m"]
+    done = subprocess.run(
+        [sys.executable, "-c", block, *argv], capture_output=True, text=True, timeout=HANG
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "no database needed\n"
+    assert not data_dir.exists()

@@ -107,7 +107,9 @@ def test_data_dir_that_cannot_be_created(tmp_path: Path) -> None:
 BLOCK_SERVER = "import sys\nfor name in ('fastapi', 'uvicorn'):\n    sys.modules[name] = None"
 
 
-@pytest.mark.parametrize("args", [("serve",), ("db", "upgrade"), ("keys", "list")])
+@pytest.mark.parametrize(
+    "args", [("serve",), ("db", "upgrade"), ("keys", "list"), ("chats", "list")]
+)
 def test_without_the_server_extra_the_command_names_it(
     tmp_path: Path, args: tuple[str, ...]
 ) -> None:
