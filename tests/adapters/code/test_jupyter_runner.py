@@ -184,3 +184,27 @@ async def test_a_kernel_that_cannot_start_says_why(tmp_path: Path) -> None:
         assert run.pool.running() == []
     finally:
         await run.aclose()
+
+
+async def test_a_run_waiting_on_a_kernel_that_is_shut_down_starts_a_new_one(
+    runner: JupyterRunner,
+) -> None:
+    started = asyncio.Event()
+
+    async def live(event: dict[str, Any]) -> None:
+        started.set()
+
+    loop = asyncio.get_running_loop()
+    spin = "import time\nprint('busy', flush=True)\ntime.sleep(600)"
+    first = loop.create_task(runner.run(spin, "python", CodeJob(session="swap", on_output=live)))
+    async with asyncio.timeout(HANG):
+        await started.wait()
+    second = loop.create_task(
+        runner.run("'fresh' if 'time' not in dir() else 'old'", "python", CodeJob(session="swap"))
+    )
+    await asyncio.sleep(0)  # `second` now waits for the kernel's lock
+    await runner.shutdown("swap")
+    async with asyncio.timeout(HANG):
+        died, fresh = await first, await second
+    assert str(died["error"]).startswith("the kernel died")
+    assert fresh["result"] == "'fresh'"

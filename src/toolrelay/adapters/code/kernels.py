@@ -100,6 +100,8 @@ class KernelPool:
         self._kernels: dict[str, Kernel] = {}
         self._starting: dict[str, asyncio.Task[Kernel]] = {}
         self._reserved: set[int] = set()
+        """Slots being started or stopped: no new kernel may take them yet."""
+        self._closing: dict[str, asyncio.Event] = {}
         self._reaper: asyncio.Task[None] | None = None
         self._closed = False
 
@@ -113,12 +115,20 @@ class KernelPool:
     def running(self) -> list[str]:
         return sorted(self._kernels)
 
+    def holds(self, kernel: Kernel) -> bool:
+        """`kernel` is still its chat's live kernel (not shut down since it was handed out)."""
+        return self._kernels.get(kernel.session) is kernel
+
     async def get(self, session: str) -> Kernel:
         """The chat's kernel, started now if it has none (`PoolFull` when no slot is free)."""
         if self._closed:
             raise ToolError("the code interpreter is shut down")
+        closing = self._closing.get(session)
+        if closing is not None:  # its old kernel is still stopping: start after it
+            await closing.wait()
         kernel = self._kernels.get(session)
         if kernel is not None:
+            kernel.last_used = self.clock()  # asked for: not idle, whatever the lock says
             return kernel
         starting = self._starting.get(session)
         if starting is None:
@@ -137,7 +147,7 @@ class KernelPool:
 
     def _free_slot(self) -> int:
         used = {k.slot for k in self._kernels.values()} | self._reserved
-        slot = next(i for i in range(self.max_kernels + 1) if i not in used)
+        slot = next(i for i in range(self.max_kernels + len(used) + 1) if i not in used)
         self._reserved.add(slot)
         return slot
 
@@ -194,13 +204,26 @@ class KernelPool:
         kernel = self._kernels.pop(session, None)
         if kernel is None:
             return
-        with contextlib.suppress(Exception):
-            kernel.client.stop_channels()
+        # until it is gone, its slot (sockets, user) and its chat's directory stay its own
+        closed = self._closing[session] = asyncio.Event()
+        self._reserved.add(kernel.slot)
         try:
-            await kernel.manager.shutdown_kernel(now=True)
-        except Exception as exc:
-            log.warning("stopping the kernel of %s failed: %s", session, exc)
-        self.sandbox.own(kernel.workdir, None)
+            with contextlib.suppress(Exception):
+                kernel.client.stop_channels()
+            try:
+                await kernel.manager.shutdown_kernel(now=True)
+            except Exception as exc:
+                log.warning("stopping the kernel of %s failed: %s", session, exc)
+            self.sandbox.own(kernel.workdir, None)
+        finally:
+            self._reserved.discard(kernel.slot)
+            del self._closing[session]
+            closed.set()
+
+    async def retire(self, kernel: Kernel) -> None:
+        """Stop this kernel if it still is its chat's (never a newer one of the same chat)."""
+        if self.holds(kernel):
+            await self.shutdown(kernel.session)
 
     async def reap(self) -> list[str]:
         """Shut down kernels idle longer than `idle_timeout`; returns their chats."""

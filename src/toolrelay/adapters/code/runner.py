@@ -81,12 +81,16 @@ class JupyterRunner:
         if lang.lower() not in _PYTHON:
             return {"stdout": "", "stderr": "", "error": f"Unsupported language: {lang}"}
         timeout = min(self.timeout if job.timeout is None else job.timeout, self.max_timeout)
-        kernel = await self.pool.get(job.session or "default")
-        async with kernel.lock:
-            try:
-                return await self._execute(kernel, code, max(timeout, 0.01), job)
-            finally:
-                kernel.last_used = self.pool.clock()
+        session = job.session or "default"
+        while True:
+            kernel = await self.pool.get(session)
+            async with kernel.lock:
+                if not self.pool.holds(kernel):  # shut down while we waited: start anew
+                    continue
+                try:
+                    return await self._execute(kernel, code, max(timeout, 0.01), job)
+                finally:
+                    kernel.last_used = self.pool.clock()
 
     async def _execute(
         self, kernel: Kernel, code: str, seconds: float, job: CodeJob
@@ -97,9 +101,10 @@ class JupyterRunner:
         try:
             note = await self._collect(kernel, msg_id, cell, seconds, job)
         except asyncio.CancelledError:
-            await asyncio.shield(self._stop(kernel, msg_id, cell, job))
+            await asyncio.shield(self._stop(kernel, msg_id, cell))
             raise
-        await self._drain_reply(kernel, msg_id)
+        if self.pool.holds(kernel):
+            await self._drain_reply(kernel, msg_id)
         out = cell.as_dict(note=note)
         for entry, display in zip(out.get("files", []), _images(cell), strict=True):
             entry["url"] = _data_url(display)
@@ -120,14 +125,14 @@ class JupyterRunner:
                 deadline = loop.time() + INTERRUPT_GRACE
                 continue
             if left <= 0:
-                await self.pool.shutdown(kernel.session)
+                await self.pool.retire(kernel)
                 return (
                     f"timed out after {seconds:g} s; the kernel did not stop when "
                     "interrupted and was restarted (its variables are gone)"
                 )
             got = await self._next(kernel, msg_id, cell, min(left, _POLL), job)
             if not got and not await kernel.manager.is_alive():
-                await self.pool.shutdown(kernel.session)
+                await self.pool.retire(kernel)
                 return (
                     "the kernel died (a limit was reached, or the code exited); its "
                     "variables are gone, the next run starts a new one"
@@ -145,6 +150,15 @@ class JupyterRunner:
         try:
             msg = await kernel.client.get_iopub_msg(timeout=wait)
         except queue.Empty:
+            return False
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise  # this run was cancelled
+            return False  # the channel closed under us: the kernel was shut down
+        except Exception:
+            if self.pool.holds(kernel):
+                raise
             return False
         if (msg.get("parent_header") or {}).get("msg_id") != msg_id:
             return True  # an older cell's late message
@@ -170,9 +184,9 @@ class JupyterRunner:
         self.sandbox.own(folder, kernel.slot)  # the cell may read, replace or delete them
         display.name = str(path.relative_to(kernel.workdir))
 
-    async def _stop(self, kernel: Kernel, msg_id: str, cell: CellOutput, job: CodeJob) -> None:
+    async def _stop(self, kernel: Kernel, msg_id: str, cell: CellOutput) -> None:
         """A cancelled run: interrupt the cell, then wait (bounded) for the kernel to be idle."""
-        if kernel.session not in self.pool.running():
+        if not self.pool.holds(kernel):
             return
         with contextlib.suppress(Exception):
             await kernel.manager.interrupt_kernel()
@@ -182,8 +196,7 @@ class JupyterRunner:
             while not cell.idle and loop.time() < end:
                 await self._next(kernel, msg_id, cell, _POLL, quiet)
             if not cell.idle:
-                await self.pool.shutdown(kernel.session)
-        del job
+                await self.pool.retire(kernel)
 
     async def _drain_reply(self, kernel: Kernel, msg_id: str) -> None:
         """Take the cell's `execute_reply` off the shell channel (older ones too)."""
