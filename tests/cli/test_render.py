@@ -239,3 +239,16 @@ def test_a_running_call_shows_its_latest_progress() -> None:
     assert "copy()  2/4 b" in text_of(renderer.render())
     renderer.feed(done(1, call_output("call_1", "copied")))
     assert "2/4" not in text_of(renderer.render())
+
+
+def test_running_code_shows_its_last_line_of_output() -> None:
+    renderer = Renderer(clock=_clock(0.0))
+    renderer.feed(added(0, call("fc_1", "call_1", "execute_code")))
+    renderer.feed(done(0, call("fc_1", "call_1", "execute_code", "{}")))
+    renderer.feed(
+        Event(ev.CODE_OUTPUT, {"call_id": "call_1", "kind": "stdout", "text": "a\nstep 2\n"})
+    )
+    renderer.feed(
+        Event(ev.CODE_OUTPUT, {"call_id": "call_1", "kind": "display", "mime": "image/png"})
+    )
+    assert "execute_code()  step 2" in text_of(renderer.render())

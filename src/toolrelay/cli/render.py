@@ -170,6 +170,13 @@ class Renderer:
         amount = f"{done:g}/{total:g}" if isinstance(total, int | float) else f"{done}"
         block.progress = f"{amount} {message}" if message else amount
 
+    def _on_code_output(self, data: Mapping[str, Any]) -> None:
+        """Running `execute_code`: its last line of output shows beside the call."""
+        block = self._calls.get(str(data.get("call_id")))
+        text = data.get("text")
+        if block is not None and isinstance(text, str) and text.strip():
+            block.progress = text.strip().splitlines()[-1]
+
     def _tool_output(self, item: Mapping[str, Any]) -> None:
         call_id = str(item.get("call_id", ""))
         block = self._calls.get(call_id)
@@ -401,5 +408,6 @@ _HANDLERS: dict[str, Callable[[Renderer, Mapping[str, Any]], None]] = {
     ev.FUNCTION_CALL_ARGUMENTS_DONE: Renderer._on_args_done,
     ev.CHAT_MESSAGE_ERROR: Renderer._on_error,
     ev.TOOL_PROGRESS: Renderer._on_progress,
+    ev.CODE_OUTPUT: Renderer._on_code_output,
     ev.CHAT_COMPLETION: Renderer._on_completion,
 }
