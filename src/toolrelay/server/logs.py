@@ -98,6 +98,9 @@ class JSONFormatter(_Base):
 
     def format(self, record: logging.LogRecord) -> str:
         message, extra, error = self._parts(record)
+        redact = self.redact  # before encoding too: JSON escapes would hide a secret's text
+        message = redact(message)
+        extra = {k: redact(v) if isinstance(v, str) else v for k, v in extra.items()}
         line: dict[str, Any] = {
             "ts": _iso(record.created),
             "level": record.levelname,
@@ -106,8 +109,8 @@ class JSONFormatter(_Base):
             **extra,
         }
         if error:
-            line["exc"] = error
-        return self.redact(orjson.dumps(line, default=str).decode())
+            line["exc"] = redact(error)
+        return redact(orjson.dumps(line, default=str).decode())
 
 
 class PrettyFormatter(_Base):

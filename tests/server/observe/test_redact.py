@@ -70,3 +70,19 @@ def test_pretty_lines_are_one_per_record_with_key_values() -> None:
     assert line.endswith(
         "WARNING toolrelay.turn: turn failed  turn=req_1 tool_calls=2 error='two words'"
     )
+
+
+def test_a_secret_json_would_escape_is_masked_before_encoding() -> None:
+    stream = io.StringIO()
+    root = logging.getLogger()
+    saved = (root.level, list(root.handlers))
+    secret = 'quote"and\\back'
+    try:
+        configure_logging("INFO", "json", secrets=[secret], stream=stream)
+        logging.getLogger("toolrelay.test").info("key %s", secret, extra=fields(header=secret))
+    finally:
+        for handler in [h for h in root.handlers if h not in saved[1]]:
+            root.removeHandler(handler)
+        root.setLevel(saved[0])
+    line = orjson.loads(stream.getvalue())
+    assert (line["msg"], line["header"]) == ("key ***", "***")
