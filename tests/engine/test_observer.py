@@ -110,3 +110,17 @@ async def test_observers_fan_out_in_order() -> None:
     await Relay(model, observer=Observers([first, second])).run("hi")
     assert [k for k, _ in first.log] == [k for k, _ in second.log]
     assert [k for k, _ in first.log] == ["turn", "model", "finished", "turn end"]
+
+
+async def test_without_an_observer_no_record_is_built(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The zero-cost promise, structurally: no hook record exists unless someone watches."""
+
+    def never(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a hook record was built with no observer")
+
+    monkeypatch.setattr("toolrelay.engine.loop.ModelCall", never)
+    monkeypatch.setattr("toolrelay.engine.loop.TurnStart", never)
+    monkeypatch.setattr("toolrelay.engine.tool_runner.ToolCall", never)
+    model = ScriptedModel(reply(calls=[("add", {"a": 1, "b": 2})]), reply("3"))
+    result = await Relay(model, [add]).run("1+2?")
+    assert (result.status, result.text) == ("completed", "3")
