@@ -28,16 +28,19 @@ def plain(text: str) -> str:
 
 
 class Terminal:
-    """`argv` on a 40×120 pseudo-terminal (stdin, stdout and stderr)."""
+    """`argv` on a 40×120 pseudo-terminal (stdin, stderr and, unless redirected, stdout)."""
 
-    def __init__(self, argv: Sequence[str], env: Mapping[str, str]) -> None:
+    def __init__(
+        self, argv: Sequence[str], env: Mapping[str, str], *, stdout: int | None = None
+    ) -> None:
+        """`stdout=subprocess.PIPE` leaves stdout off the terminal (read `proc.stdout`)."""
         master, slave = pty.openpty()
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
         self._master = master
         self.proc = subprocess.Popen(
             list(argv),
             stdin=slave,
-            stdout=slave,
+            stdout=slave if stdout is None else stdout,
             stderr=slave,
             env=dict(env),
             start_new_session=True,
@@ -95,5 +98,7 @@ class Terminal:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
         self._reader.join(timeout=HANG)
         os.close(self._master)

@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 
 from tests.cli.saved import saved
 from tests.patience import HANG
+from tests.server.conftest import Running, ServerThread, make_settings
 from toolrelay.adapters.stores import StoredMessage
 from toolrelay.adapters.stores.sql import SQLStore
 from toolrelay.cli.main import app
@@ -179,3 +180,26 @@ def test_without_the_server_extra_chat_answers_and_saves_nothing(
     assert done.returncode == 0, done.stderr
     assert done.stdout == "no database needed\n"
     assert not data_dir.exists()
+
+
+def test_the_server_and_the_cli_see_each_others_chats(
+    server: FakeModelServer, tmp_path: Path, data_dir: Path
+) -> None:
+    """One database: the CLI's conversation is the admin's chat on the server (the admin key
+    goes to the user the CLI made), and a chat made through the API is listed by the CLI."""
+    server.script(SSEReply(chat_chunks(text="from the cli")))
+    assert chat(server, "cli question").exit_code == 0
+    settings = make_settings(tmp_path, server)
+    assert settings.data_dir == data_dir
+    with (
+        ServerThread(settings) as base_url,
+        Running(base_url, server, settings).client() as client,
+    ):
+        [listed] = client.get("/api/chats").json()["data"]
+        assert listed["title"] == "cli question"
+        messages = client.get(f"/api/chats/{listed['id']}").json()["messages"]
+        assert [m["content"] for m in messages] == ["cli question", "from the cli"]
+        made = client.post("/api/chats", json={"title": "made on the server"})
+        assert made.status_code == 201, made.text
+    rows = CliRunner().invoke(app, ["chats", "list"]).stdout.splitlines()[1:]
+    assert sorted(row.split("\t")[3] for row in rows) == ["cli question", "made on the server"]

@@ -149,3 +149,24 @@ def test_forced_raw_on_a_terminal_keeps_tool_lines_off_the_text_line(
     shown = _on_terminal(server, "--raw", "--tools", str(tools))
     lines = [line.rstrip() for line in shown.splitlines() if line.strip()]
     assert lines[:3] == ["Let me check.", '✓ get_weather(city="Oslo") → sunny in Oslo', "Sunny."]
+
+
+def test_piped_stdout_with_stderr_on_a_terminal_gets_the_spinner_there(
+    server: FakeModelServer,
+) -> None:
+    """`toolrelay chat … > file` at a terminal: the spinner and usage on the terminal, the
+    file gets the text alone."""
+    server.script(SSEReply(chat_chunks(text="Only **this**.", usage=USAGE)))
+    env = {**os.environ, "COLUMNS": "120", "TERM": "xterm-256color", "PYTHONUNBUFFERED": "1"}
+    argv = [*CLI, "chat", "hi", "--base-url", server.base_url, "--model", "m"]
+    term = Terminal(argv, env, stdout=subprocess.PIPE)
+    try:
+        assert term.proc.stdout is not None
+        text = term.proc.stdout.read()
+        assert term.wait() == 0, term.output
+    finally:
+        term.close()
+    assert text == b"Only **this**.\n"
+    assert "waiting for the model" in term.output  # the live spinner, on stderr
+    assert "tokens: in 3 · out 4" in term.output
+    assert "Only" not in term.output
