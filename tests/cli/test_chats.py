@@ -172,3 +172,13 @@ def test_version_from_the_installed_command() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout == f"toolrelay {__version__}\n"
+
+
+def test_export_markdown_quotes_the_reasoning() -> None:
+    with FakeModelServer() as server:
+        server.script(SSEReply(chat_chunks(reasoning=["Two plus ", "two."], text="4")))
+        made = invoke("chat", "2+2?", "--base-url", server.base_url, "--model", "m")
+        assert made.exit_code == 0, made.output
+    chat_id = invoke("chats", "list").stdout.splitlines()[1].split("\t")[0]
+    exported = invoke("chats", "export", chat_id, "-f", "markdown").stdout
+    assert exported.endswith("## assistant (m)\n\n> *thinking:* Two plus two.\n\n4\n")

@@ -144,8 +144,10 @@ def chat(
 ) -> None:
     """Ask the model, run its tool calls, and show the loop as it happens.
 
-    With no prompt on a terminal it opens an interactive session. Conversations
-    are saved in the server's database (see 'toolrelay chats').
+    With no prompt on a terminal it opens an interactive session: each line is a
+    turn, /model NAME switches the model, /exit or Ctrl-D leaves, Ctrl-C stops
+    the running turn. Conversations are saved in the server's database (see
+    'toolrelay chats'; -c continues the last one).
     """
     err = Console(stderr=True, soft_wrap=True)
     choice = ModelChoice(model, base_url, api_key, api, config, max_iterations, code)

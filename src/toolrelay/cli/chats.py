@@ -238,7 +238,7 @@ def _item(item: dict[str, Any]) -> list[str]:
         return [parts_text(item.get("content")), ""]
     if kind == "reasoning":
         text = parts_text(item.get("content")) or parts_text(item.get("summary"))
-        return ["<details><summary>thinking</summary>", "", text, "", "</details>", ""]
+        return ["> *thinking:* " + " ".join(text.split()), ""]
     if kind == "function_call":
         return [f"**tool call** `{item.get('name')}({item.get('arguments') or ''})`", ""]
     if kind == "function_call_output":

@@ -26,8 +26,14 @@ def models(config: ConfigPath = None) -> None:
     except ConfigError as exc:
         raise fail(str(exc)) from None
     if not settings.models:
+        local = (
+            "('toolrelay serve' serves its embedded model as route 'local' meanwhile, with the "
+            "[local] extra; local = false turns that off)\n"
+            if settings.local
+            else ""
+        )
         Console(stderr=True, soft_wrap=True).print(
-            f"no model configured.\n{setup_hint()}", markup=False, highlight=False
+            f"no model configured.\n{local}{setup_hint()}", markup=False, highlight=False
         )
         raise typer.Exit(1)
     typer.echo("name\tkind\tmodel\tbase_url")
