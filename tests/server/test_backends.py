@@ -51,3 +51,47 @@ def test_postgres_and_redis_with_two_workers(tmp_path: Path, upstream: FakeModel
                 assert [s for s, _ in replay] == [s for s, _ in events[1:]]
     finally:
         asyncio.run(_pg_execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+def test_two_workers_keep_one_turn_per_chat_resume_and_cancel_across_them(
+    tmp_path: Path, upstream: FakeModelServer
+) -> None:
+    """The turn runs on worker A; worker B refuses a second turn, resumes, cancels it."""
+    name = f"toolrelay_server_{secrets.token_hex(4)}"
+    asyncio.run(_pg_execute(f'CREATE DATABASE "{name}"'))
+    try:
+        settings = make_settings(
+            tmp_path,
+            upstream,
+            database_url=f"postgresql://postgres@127.0.0.1:5432/{name}",
+            events_url="redis://127.0.0.1:6379/0",
+        )
+        words = ["partial ", "words ", "never ", "end"]
+        upstream.route(CHAT, SSEReply(chat_chunks(text=words), stall_after=3, stall_for=3600))
+        with ServerThread(settings) as first, ServerThread(settings) as second:
+            a, b = Running(first, upstream, settings), Running(second, upstream, settings)
+            with a.client() as worker_a, b.client() as worker_b:
+                chat_id = new_chat(worker_a, model="fake")
+                posted = worker_a.post(f"/api/chats/{chat_id}/messages", json={"content": "go"})
+                assert posted.status_code == 202
+                seen = read_events(worker_b, chat_id, last=0, limit=3)  # B follows A's turn
+                assert any(e["type"] == "response.output_text.delta" for _, e in seen)
+                for worker in (worker_b, worker_a):  # one turn per chat, whoever is asked
+                    busy = worker.post(f"/api/chats/{chat_id}/messages", json={"content": "again"})
+                    assert busy.status_code == 409, busy.text
+                    assert busy.json()["error"]["code"] == "turn_running"
+                cancelled = worker_b.post(f"/api/chats/{chat_id}/cancel")
+                assert cancelled.json() == {"cancelled": True}  # reached A over the bus
+                saved = wait_saved(worker_b, chat_id, status="cancelled")
+                assert saved["content"].startswith("partial")
+                rest = read_events(worker_b, chat_id, last=seen[-1][0])  # resume on B
+                seqs = [s for s, _ in seen + rest]
+                assert seqs == list(range(seqs[0], seqs[0] + len(seqs)))  # no gap, no repeat
+                assert rest[-1][1]["type"] == "chat:completion"
+                # the chat is free again for either worker
+                upstream.route(CHAT, SSEReply(chat_chunks(text="Done.")))
+                again = worker_b.post(f"/api/chats/{chat_id}/messages", json={"content": "once"})
+                assert again.status_code == 202, again.text
+                assert wait_saved(worker_a, chat_id)["content"] == "Done."
+    finally:
+        asyncio.run(_pg_execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))

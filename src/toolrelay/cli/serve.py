@@ -47,6 +47,15 @@ def serve(
         Literal["pretty", "json"] | None,
         typer.Option("--log-format", help="pretty (a terminal) or json (one object a line)."),
     ] = None,
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            "--workers",
+            metavar="N",
+            help="Server processes. Default: every core with events_url (Redis), else 1; "
+            "more than one needs events_url.",
+        ),
+    ] = None,
 ) -> None:
     """Run the HTTP server (OpenAI-compatible API, chat API, web page)."""
     from toolrelay.config import build_registry, load_settings
@@ -63,8 +72,13 @@ def serve(
         _configure_logs(settings)  # before the registry: its warnings are formatted and masked
         _make_dir(settings.data_dir)
         registry = build_registry(settings)  # every configuration problem before the model loads
+        from toolrelay.server.workers import check_workers, default_workers
+
         missing = not_installed() if wants_local(settings, enabled=not no_local) else None
-        if missing == []:
+        serves_local = missing == []
+        count = workers if workers is not None else default_workers(settings, local=serves_local)
+        check_workers(count, settings, local=serves_local)
+        if serves_local:
             settings, local = _start_local(settings)
             registry.add_route(local.route())
     except ConfigError as exc:
@@ -80,6 +94,9 @@ def serve(
         logging.getLogger("toolrelay.local").info("%s", local.describe())
     elif missing:
         logging.getLogger("toolrelay.local").warning("%s", install_hint(missing))
+    if count > 1:
+        _serve_workers(settings, count)
+        return
     try:
         uvicorn.run(
             create_app(settings, registry=registry),
@@ -98,6 +115,31 @@ def _configure_logs(settings: Settings) -> None:
     from toolrelay.server.startup_log import config_secrets
 
     configure_logging(settings.log_level, settings.log_format, secrets=config_secrets(settings))
+
+
+def _serve_workers(settings: Settings, count: int) -> None:
+    """`count` uvicorn workers on one socket (`server/workers.py` says what they share)."""
+    import asyncio
+    import os
+    import sys
+
+    import uvicorn
+
+    from toolrelay.server.workers import SETTINGS_ENV, prepare
+
+    minted = asyncio.run(prepare(settings))
+    if minted:
+        sys.stderr.write(f"\ntoolrelay: admin API key (shown once, keep it): {minted}\n\n")
+    os.environ[SETTINGS_ENV] = settings.model_dump_json()  # the spawned workers read it
+    uvicorn.run(
+        "toolrelay.server.workers:app",
+        factory=True,
+        workers=count,
+        host=settings.host,
+        port=settings.port,
+        log_config=None,
+        log_level=settings.log_level.lower(),
+    )
 
 
 def _start_local(settings: Settings) -> tuple[Settings, LocalModel]:

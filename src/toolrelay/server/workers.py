@@ -1,0 +1,79 @@
+"""`toolrelay serve --workers N`: several server processes sharing one port, one database, one bus.
+
+Each worker is a whole server (uvicorn spawns it and calls `app()`), with its
+own registry and upstream pools; they share the database and the event bus.
+The chat API's guarantees across workers (one turn per chat, resume from any
+worker, cancel from any worker) live in the bus: the Redis bus keeps them
+between processes, the in-process bus cannot (each process would have its own
+locks and logs), so more than one worker needs `events_url`. The embedded
+model runs in the one process that loaded it, so it means one worker too.
+
+The parent migrates the database and makes sure of the admin key before any
+worker starts, so workers never race each other for either; the settings the
+parent checked (flags applied) reach the workers as JSON in `SETTINGS_ENV`.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Final
+
+from fastapi import FastAPI
+
+from toolrelay.adapters.stores.sql import SQLStore
+from toolrelay.config.settings import Settings
+from toolrelay.errors import ConfigError
+from toolrelay.server.app import create_app, ensure_admin_key
+from toolrelay.server.logs import configure_logging
+from toolrelay.server.startup_log import config_secrets
+
+__all__ = ["SETTINGS_ENV", "app", "check_workers", "default_workers", "prepare"]
+
+SETTINGS_ENV: Final = "TOOLRELAY_WORKER_SETTINGS"
+
+
+def default_workers(settings: Settings, *, local: bool) -> int:
+    """Every core when the bus is shared (Redis), else one: what keeps the guarantees."""
+    if settings.events_url and not local:
+        return os.cpu_count() or 1
+    return 1
+
+
+def check_workers(workers: int, settings: Settings, *, local: bool) -> None:
+    """Refuse a worker count whose guarantees cannot hold, saying why (module doc)."""
+    if workers < 1:
+        raise ConfigError(f"--workers: must be at least 1 (got {workers})")
+    if workers == 1:
+        return
+    if local:
+        raise ConfigError(
+            f"--workers {workers}: the embedded model runs in one process; "
+            "serve it with --workers 1, or configure a model server"
+        )
+    if not settings.events_url:
+        raise ConfigError(
+            f"--workers {workers} needs a shared event bus: set events_url "
+            "(e.g. redis://127.0.0.1:6379/0). With the in-process bus each worker has "
+            "its own chat locks and event logs, so one turn per chat, resume and cancel "
+            "would not hold across workers"
+        )
+
+
+async def prepare(settings: Settings) -> str | None:
+    """Migrate the database and make sure of the admin key, once, before the workers start.
+
+    Returns a freshly minted admin key (to show once), as the app's start-up does.
+    """
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    store = await SQLStore.open(settings.database_url)
+    try:
+        return await ensure_admin_key(store, settings.admin_key)
+    finally:
+        await store.close()
+
+
+def app() -> FastAPI:
+    """One worker's app (uvicorn's factory): the parent's settings, its own registry."""
+    settings = Settings.model_validate_json(os.environ[SETTINGS_ENV])
+    configure_logging(settings.log_level, settings.log_format, secrets=config_secrets(settings))
+    return create_app(settings)

@@ -1,0 +1,79 @@
+"""`toolrelay serve --workers N`: how many, when it is refused, and what the workers get."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi import FastAPI
+
+from tests.cli.test_admin import invoke, owner
+from toolrelay.config.settings import Settings
+from toolrelay.server import workers
+
+REDIS = "redis://127.0.0.1:6379/0"
+
+
+def _config(tmp_path: Path, *, events_url: str | None) -> Path:
+    lines = [
+        f'data_dir = "{tmp_path / "data"}"',
+        "local = false",
+        'admin_key = "tr-w-0123456789abcdef"',
+    ]
+    if events_url:
+        lines.append(f'events_url = "{events_url}"')
+    config = tmp_path / "toolrelay.toml"
+    config.write_text("\n".join(lines) + "\n")
+    return config
+
+
+@pytest.fixture
+def runs(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, dict[str, Any]]]:
+    """What `uvicorn.run` was called with (nothing is served)."""
+    calls: list[tuple[Any, dict[str, Any]]] = []
+    monkeypatch.setattr("uvicorn.run", lambda app, **kw: calls.append((app, kw)))
+    # the CLI runner's streams close after each call: no logging handlers bound to them
+    monkeypatch.setattr("toolrelay.server.logs.configure_logging", lambda *a, **kw: None)
+    monkeypatch.setattr(workers, "configure_logging", lambda *a, **kw: None)
+    monkeypatch.delenv(workers.SETTINGS_ENV, raising=False)
+    return calls
+
+
+def test_more_than_one_worker_needs_a_shared_bus(tmp_path: Path, runs: list[Any]) -> None:
+    result = invoke("serve", "--config", str(_config(tmp_path, events_url=None)), "--workers", "2")
+    assert result.exit_code == 2
+    assert "--workers 2 needs a shared event bus: set events_url" in result.stderr
+    assert "one turn per chat, resume and cancel" in result.stderr
+    assert runs == []
+    zero = invoke("serve", "--config", str(_config(tmp_path, events_url=None)), "--workers", "0")
+    assert zero.exit_code == 2 and "at least 1" in zero.stderr
+
+
+def test_workers_are_spawned_with_the_checked_settings_after_one_migration(
+    tmp_path: Path, runs: list[tuple[Any, dict[str, Any]]]
+) -> None:
+    config = _config(tmp_path, events_url=REDIS)
+    result = invoke("serve", "--config", str(config), "--workers", "3", "--port", "8123")
+    assert result.exit_code == 0, result.output
+    ((target, options),) = runs
+    assert target == "toolrelay.server.workers:app"
+    assert options["factory"] is True and options["workers"] == 3 and options["port"] == 8123
+    given = Settings.model_validate_json(os.environ[workers.SETTINGS_ENV])
+    assert given.port == 8123 and given.events_url == REDIS  # the flags applied, as checked
+    # the parent migrated the database and made the admin key before any worker started
+    assert owner(given.database_url, "tr-w-0123456789abcdef") is not None
+    built = workers.app()  # what each spawned worker runs
+    assert isinstance(built, FastAPI)
+
+
+def test_the_default_is_every_core_with_a_shared_bus_else_one(
+    tmp_path: Path, runs: list[tuple[Any, dict[str, Any]]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("os.cpu_count", lambda: 4)
+    assert invoke("serve", "--config", str(_config(tmp_path, events_url=REDIS))).exit_code == 0
+    assert runs[-1][1]["workers"] == 4
+    assert invoke("serve", "--config", str(_config(tmp_path, events_url=None))).exit_code == 0
+    assert "workers" not in runs[-1][1]  # one process: the app itself, as before
+    assert not isinstance(runs[-1][0], str)
