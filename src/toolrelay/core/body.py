@@ -178,6 +178,7 @@ class BodyReader:
         out: list[Event] = []
         feed, feed_into = self.acc.feed, self.acc.feed_into
         chat_feed, loads, events = self._chat.feed, orjson.loads, self._events
+        parsed = 0  # added to `self.frames` on the way out: one attribute write per read
         for data, event_type, _id, _retry in frames:
             try:
                 obj = loads(data)
@@ -186,11 +187,13 @@ class BodyReader:
                 if obj is None:
                     if not data.strip():
                         continue
+                    self.frames += parsed
                     return out + self._malformed(data.decode("utf-8", "replace"))
             if obj.__class__ is not dict:
+                self.frames += parsed
                 return out + self._malformed(data.decode("utf-8", "replace"))
-            self.frames += 1
-            if event_type == b"error":
+            parsed += 1
+            if event_type is not None and event_type == b"error":
                 out += feed(error_from_payload(obj))
                 continue
             kind = obj.get("type")
@@ -203,6 +206,7 @@ class BodyReader:
             else:
                 for delta in chat_feed(obj):
                     feed_into(delta, out)
+        self.frames += parsed
         return out
 
     def _lines(self, lines: list[bytes]) -> list[Event]:

@@ -13,6 +13,7 @@ what is already open), each building one event and nothing else.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Literal
 
 from toolrelay.core import events as ev
@@ -47,10 +48,19 @@ class DeltaAccumulator(Accumulator):
 
     def __init__(self, *, tags: TagConfig | None = TagConfig(), **options: Any) -> None:
         super().__init__(**options)
-        self._splitter = TagSplitter(tags) if tags is not None else None
+        self._splitter: TagSplitter | None = None
         self._tags = tags
+        self._plain_text: Callable[[str], bool] = bool
+        """`text` is non-empty and goes into the open message as it is (no inline tag)."""
+        self._native_reasoning = True
+        """Reasoning deltas go straight into the open reasoning item (no `<think>` tags)."""
+        self._use_tags(tags)
         # the item receiving streamed text, its buffer and its kind
         self._open: _OpenItem | None = None
+        self._open_kind: str | None = None
+        self._open_id = ""
+        self._open_at = -1
+        """The open item's kind, id and turn-wide output index: what a delta event says."""
         self._open_index = -1
         self._buffer: list[str] = []
         self._pending_ws = ""
@@ -70,42 +80,47 @@ class DeltaAccumulator(Accumulator):
 
     # -- feeding -------------------------------------------------------------
     def feed_into(self, delta: Delta, out: list[Event]) -> None:
-        """`out += feed(delta)`: the common cases first (module doc)."""
+        """`out += feed(delta)`: the common cases first, inline (module doc)."""
         if type(delta) is TextDelta:
-            item, text = self._open, delta.text
-            if text and item is not None and item["type"] == "message" and self._plain(text):
-                if self._quiet:
-                    self._buffer.append(text)
-                else:
-                    out.append(self._more_text(item, text))
+            text = delta.text
+            if self._open_kind == "message" and self._plain_text(text):
+                self._buffer.append(text)
+                if not self._quiet:
+                    data = {
+                        "item_id": self._open_id,
+                        "output_index": self._open_at,
+                        "content_index": 0,
+                        "delta": text,
+                    }
+                    out.append(Event(ev.OUTPUT_TEXT_DELTA, data))
             else:
                 out += self._text_delta(text)
         elif type(delta) is ToolCallDelta:
+            arguments = delta.arguments
             call = self._slots.get(delta.slot)
-            if (
-                delta.name is None
-                and delta.arguments
-                and call is not None
-                and call.item is not None
-            ):
-                call.args.append(delta.arguments)
+            if delta.name is None and arguments and call is not None and call.item is not None:
+                call.args.append(arguments)
                 if not self._quiet:
-                    out.append(self._arguments_event(call, delta.arguments))
+                    out.append(self._arguments_event(call, arguments))
             else:
                 out += self._tool_call(delta)
         elif type(delta) is ReasoningDelta:
-            item, text = self._open, delta.text
+            text = delta.text
             if (
                 text
-                and item is not None
-                and item["type"] == "reasoning"
+                and self._open_kind == "reasoning"
+                and self._native_reasoning
                 and not delta.details
-                and (self._tags is None or not self._tags.reasoning)
             ):
-                if self._quiet:
-                    self._buffer.append(text)
-                else:
-                    out.append(self._more_text(item, text))
+                self._buffer.append(text)
+                if not self._quiet:
+                    data = {
+                        "item_id": self._open_id,
+                        "output_index": self._open_at,
+                        "content_index": 0,
+                        "delta": text,
+                    }
+                    out.append(Event(ev.REASONING_TEXT_DELTA, data))
             else:
                 out += self._reasoning(text, delta.details)
         elif type(delta) is CitationDelta:
@@ -113,10 +128,12 @@ class DeltaAccumulator(Accumulator):
         else:
             out += self._about_response(delta)
 
-    def _plain(self, text: str) -> bool:
-        """True when `text` cannot open or close an inline tag."""
-        splitter = self._splitter
-        return splitter is None or (splitter.passes(text) and splitter.inside == "text")
+    def _use_tags(self, tags: TagConfig | None) -> None:
+        """Look for these inline tags from now on (None: none at all)."""
+        self._tags = tags
+        self._splitter = splitter = TagSplitter(tags) if tags is not None else None
+        self._plain_text = splitter.plain_text if splitter is not None else bool
+        self._native_reasoning = tags is None or not tags.reasoning
 
     def _more_text(self, item: _OpenItem, text: str) -> Event:
         """Append to the open item's buffer; its delta event."""
@@ -166,10 +183,9 @@ class DeltaAccumulator(Accumulator):
         ):
             # a provider with a native reasoning field: stop looking for <think> tags
             out = self._segments(splitter.flush())
-            self._tags = TagConfig(
-                reasoning=(), solution=False, code_interpreter=tags.code_interpreter
+            self._use_tags(
+                TagConfig(reasoning=(), solution=False, code_interpreter=tags.code_interpreter)
             )
-            self._splitter = TagSplitter(self._tags)
             return out + self._reasoning(text, details)
         out = self._text("reasoning", text) if text else []
         if details:
@@ -251,8 +267,12 @@ class DeltaAccumulator(Accumulator):
 
     def _arguments_event(self, call: _Call, text: str) -> Event:
         assert call.item is not None
-        data = {"item_id": call.item["id"], "output_index": self._offset + call.index}
-        return Event(ev.FUNCTION_CALL_ARGUMENTS_DELTA, {**data, "delta": text})
+        data = {
+            "item_id": call.item["id"],
+            "output_index": self._offset + call.index,
+            "delta": text,
+        }
+        return Event(ev.FUNCTION_CALL_ARGUMENTS_DELTA, data)
 
     def _citation(self, url: str, title: str | None) -> list[Event]:
         name = title or url
@@ -292,6 +312,8 @@ class DeltaAccumulator(Accumulator):
         self._items.append(item)
         self._open = item
         self._open_index = len(self._items) - 1
+        self._open_kind, self._open_id = item["type"], item["id"]
+        self._open_at = self._offset + self._open_index
         self._buffer = []
         if item["type"] == "reasoning" and self._clock is not None:
             item["started_at"] = self._clock()
@@ -307,7 +329,7 @@ class DeltaAccumulator(Accumulator):
             closed["ended_at"] = self._clock()
             closed["duration"] = round(closed["ended_at"] - closed["started_at"], 3)
         self._items[self._open_index] = closed
-        self._open = None
+        self._open = self._open_kind = None
         self._buffer = []
         return [self._done(self._open_index)]
 

@@ -224,6 +224,17 @@ class TagSplitter:
         """True when `feed(text)` would be exactly `[Chunk(self.inside, text)]` (the hot path)."""
         return not self._held and not self._strip and bool(text) and self._plain(text)
 
+    def plain_text(self, text: str) -> bool:
+        """True when `feed(text)` would be exactly `[Chunk("text", text)]`: outside any
+        block, nothing held and nothing in `text` that can start a tag. One call on the
+        accumulator's hot path (`passes` and `inside` together cost three)."""
+        if self._block is not None or self._held or self._strip or not text:
+            return False
+        for trigger in self._triggers:  # noqa: SIM110 - a plain loop beats all() per token
+            if trigger in text:
+                return False
+        return True
+
     def feed(self, text: str) -> list[Segment]:
         """Split one chunk; text that may still be part of a tag is held back."""
         if not self._held and not self._strip and self._plain(text):

@@ -85,12 +85,44 @@ class ChatCompletionsDecoder:
         self._by_id: dict[str, int] = {}
 
     def feed(self, chunk: dict[str, Any]) -> list[Delta]:
-        """Translate one parsed chunk; anything unreadable yields no deltas."""
+        """Translate one parsed chunk; anything unreadable yields no deltas.
+
+        The common chunk — one choice, a one-key text, reasoning or arguments delta,
+        nothing else to report — is translated right here, with subscripts inside one
+        `try` because it runs once per chunk: any shape it does not expect raises, or
+        leaves the `try` without returning, and the full path below takes over.
+        """
+        try:
+            (choice,) = chunk["choices"]
+            delta = choice["delta"]
+            if (
+                choice["finish_reason"] is None
+                and len(delta) == 1
+                and not choice["index"]
+                and not chunk.get("usage")
+                and "error" not in chunk
+                and "x_groq" not in chunk
+                and "timings" not in chunk
+            ):
+                text = delta.get("content")
+                if text.__class__ is str:
+                    return [TextDelta(text)] if text else []
+                text = delta.get("reasoning_content")
+                if text.__class__ is str:
+                    return [ReasoningDelta(text)] if text else []
+                calls = delta.get("tool_calls")
+                if calls is not None:
+                    fast = _fast_arguments(calls, self._by_index)
+                    if fast is not None:
+                        return fast
+        except (KeyError, TypeError, ValueError, IndexError):
+            pass
+        return self._full(chunk)
+
+    def _full(self, chunk: dict[str, Any]) -> list[Delta]:
+        """Any chunk: choices, errors, the finish reason and usage, in that order."""
         if chunk.__class__ is not dict:
             return []
-        fast = _fast_delta(chunk, self._by_index)
-        if fast is not None:
-            return fast
         out: list[Delta] = []
         finish: str | None = None
         choices = chunk.get("choices")
@@ -221,35 +253,6 @@ class ChatCompletionsDecoder:
         if provider_id is not None:
             self._by_id[provider_id] = number
         return number
-
-
-def _fast_delta(chunk: dict[str, Any], by_index: dict[int, int]) -> list[Delta] | None:
-    """The common chunk — one choice, a one-key text or reasoning delta, nothing else
-    to report — translated directly; None sends the chunk down the full path.
-
-    Written with subscripts inside one `try` because it runs once per chunk:
-    any shape it does not expect raises, and the full path takes over.
-    """
-    try:
-        (choice,) = chunk["choices"]
-        delta = choice["delta"]
-        if choice["finish_reason"] is not None or len(delta) != 1 or choice["index"]:
-            return None
-        if chunk.get("usage") or "error" in chunk or "x_groq" in chunk or "timings" in chunk:
-            return None
-        if "content" in delta:
-            text = delta["content"]
-            kind: type[TextDelta] | type[ReasoningDelta] = TextDelta
-        elif "tool_calls" in delta:
-            return _fast_arguments(delta["tool_calls"], by_index)
-        else:
-            text = delta["reasoning_content"]
-            kind = ReasoningDelta
-    except (KeyError, TypeError, ValueError, IndexError):
-        return None
-    if text.__class__ is not str:
-        return None
-    return [kind(text)] if text else []
 
 
 def _fast_arguments(calls: Any, by_index: dict[int, int]) -> list[Delta] | None:
