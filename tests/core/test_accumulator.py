@@ -254,3 +254,34 @@ def test_quiet_mode_gives_the_same_items_without_delta_events() -> None:
     delta_types = {ev.OUTPUT_TEXT_DELTA, ev.REASONING_TEXT_DELTA, ev.FUNCTION_CALL_ARGUMENTS_DELTA}
     assert any(e.type in delta_types for e in loud_events)
     assert len([e for e in quiet_events if e.type in delta_types]) <= 3  # only items' first deltas
+
+
+def test_delta_events_name_their_item_and_turn_wide_index() -> None:
+    """The per-chunk events the hot path builds inline, exactly (offset 2: two items
+    came before in this turn)."""
+    acc = Accumulator(offset=2)
+    events = acc.feed_many(
+        [
+            ReasoningDelta("a"),
+            ReasoningDelta("b"),
+            TextDelta("c"),
+            TextDelta("d"),
+            ToolCallDelta(0, "c1", "f", ""),
+            ToolCallDelta(0, None, None, '{"x":'),
+            ToolCallDelta(0, None, None, "1}"),
+        ]
+    )
+    ids = [e.data["item"]["id"] for e in events if e.type == ev.OUTPUT_ITEM_ADDED]
+    deltas = [(e.type, e.data) for e in events if e.type.endswith(".delta")]
+    text = {"content_index": 0}
+    assert deltas == [
+        (ev.REASONING_TEXT_DELTA, {"item_id": ids[0], "output_index": 2, **text, "delta": "a"}),
+        (ev.REASONING_TEXT_DELTA, {"item_id": ids[0], "output_index": 2, **text, "delta": "b"}),
+        (ev.OUTPUT_TEXT_DELTA, {"item_id": ids[1], "output_index": 3, **text, "delta": "c"}),
+        (ev.OUTPUT_TEXT_DELTA, {"item_id": ids[1], "output_index": 3, **text, "delta": "d"}),
+        (
+            ev.FUNCTION_CALL_ARGUMENTS_DELTA,
+            {"item_id": ids[2], "output_index": 4, "delta": '{"x":'},
+        ),
+        (ev.FUNCTION_CALL_ARGUMENTS_DELTA, {"item_id": ids[2], "output_index": 4, "delta": "1}"}),
+    ]

@@ -111,3 +111,28 @@ def test_event_then_data_block_takes_the_same_rules() -> None:
     assert done
     frames, _ = decode(b"event: a\nid: 9\n\nevent: c\ndata:x\n\n")
     assert frames == [SSEFrame("x", "c", "9")]
+
+
+ONE_EVENT_READS = [
+    b"data: 1\n\n",
+    b"event: e\ndata: 2\n\n",
+    b"data: a\ndata: b\n\n",  # two data lines: joined, not one line holding "\ndata: "
+    b"event: x\ndata: 3\nid: 5\n\n",  # the id comes after the data line
+    b"data: 4\n\n",  # carries the last event id, 5
+    b"data: c\r\n\r\n",  # CRLF
+    b"data: d\r\rdata: e\n\n",  # a CR ends a line too
+    b": comment\n\n",
+    b"data: 6\n\ndata: 7\n\n",  # two events in one read
+    b"event: y\ndata: [DONE]\n\n",
+    b"data: 8\n\n",  # after [DONE]: ignored
+]
+
+
+def test_one_event_per_read_gives_the_frames_of_the_whole_body() -> None:
+    """Most reads of a streamed response are one whole event: they take a shortcut
+    that must give exactly what the full parser gives for the whole body."""
+    dec = SSEDecoder()
+    frames = [f for read in ONE_EVENT_READS for f in dec.feed(read)] + dec.flush()
+    assert (frames, dec.done) == decode(b"".join(ONE_EVENT_READS))
+    assert [f.data for f in frames] == ["1", "2", "a\nb", "3", "4", "c", "d", "e", "6", "7"]
+    assert frames[4] == SSEFrame("4", None, "5")

@@ -21,7 +21,9 @@ from hypothesis import strategies as st
 
 from tests.patience import fuzz_budget
 from toolrelay.core.body import BodyReader
+from toolrelay.core.formats.chat_completions.parse import ChatCompletionsDecoder
 from toolrelay.core.formats.content import detect_format
+from toolrelay.core.framing import SSEDecoder
 
 STREAMS = Path(__file__).parent.parent / "fixtures" / "streams"
 BODIES = sorted(
@@ -141,3 +143,26 @@ def test_random_json_frames_never_raise(frames: list[Any]) -> None:
     reader.feed(body)
     reader.finish()
     assert isinstance(reader.result().output, list)
+
+
+CHAT_BODIES = [
+    p
+    for p in BODIES
+    if p.suffix == ".sse" and p.parent.name not in ("openai-responses", "malformed")
+]
+"""Well-formed Chat Completions bodies (a malformed frame is the reader's to report)."""
+
+
+@pytest.mark.parametrize("path", CHAT_BODIES, ids=lambda p: str(p.relative_to(STREAMS)))
+def test_common_chunks_take_the_lane_the_full_reading_gives(path: Path) -> None:
+    """The translator recognises common chunks without the full reading and hands them
+    to a lane (`core.deltas.DeltaSink`): for every chunk of every recorded body, that
+    must be exactly the deltas the full reading makes of it."""
+    fast, full = ChatCompletionsDecoder(), ChatCompletionsDecoder()
+    for data, *_ in SSEDecoder().feed_raw(path.read_bytes()):
+        try:
+            obj = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(obj, dict):
+            assert fast.feed(obj) == full._full(obj), obj

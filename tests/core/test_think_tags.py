@@ -430,3 +430,34 @@ def test_property_chunking_and_reconstruction(text: str, cuts: list[int]) -> Non
             assert not seg.text[-1].isspace()
         if seg.kind == "text":
             assert not any(pair.start in seg.text for pair in CI.pairs())
+
+
+PIECES = ["a b", " ", "<", "think", ">", "</", "x<y", "◁", "\n", "</think>", "<code_interpreter>"]
+
+
+@given(st.lists(st.sampled_from(PIECES), max_size=30))
+def test_plain_is_a_promise_about_feed(pieces: list[str]) -> None:
+    """`plain(text)` (the accumulator's one-call hot path) claims `feed(text)` is the
+    text as it is, outside any block: whenever it says so, that must be what feed does."""
+    splitter = TagSplitter(CI)
+    for piece in pieces:
+        plain = splitter.plain(piece)
+        out = splitter.feed(piece)
+        if plain:
+            assert out == [Chunk("text", piece)]
+
+
+def test_plain_follows_the_splitter_in_and_out_of_blocks() -> None:
+    splitter = TagSplitter(CI)
+    assert splitter.plain("hello") and not splitter.plain("a<b") and not splitter.plain("◁")
+    splitter.feed("<thi")  # held: it may be an opening tag
+    assert not splitter.plain("x")
+    splitter.feed("nk>")
+    assert not splitter.plain("x")  # inside a block
+    splitter.feed("plan</think>")
+    assert not splitter.plain("x")  # whitespace after a closing tag is still dropped
+    splitter.feed("Answer")
+    assert splitter.plain("more")
+    splitter.feed("<think>open")
+    splitter.flush()
+    assert splitter.plain("after the end")

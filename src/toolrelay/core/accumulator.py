@@ -103,6 +103,17 @@ class Accumulator:
         """`out += feed(delta)`; in this base, only deltas that build no item."""
         out += self._about_response(delta)
 
+    # The lanes of `core.deltas.DeltaSink`: in this base they build nothing, like the
+    # deltas they stand for (a subclass that builds items overrides them).
+    def text(self, text: str, out: list[Event]) -> None:
+        pass
+
+    def reasoning(self, text: str, out: list[Event]) -> None:
+        pass
+
+    def arguments(self, slot: int, fragment: str, out: list[Event]) -> None:
+        pass
+
     def _about_response(self, delta: Delta) -> list[Event]:
         """Deltas that say something about the response, not its items."""
         match delta:

@@ -176,8 +176,8 @@ class BodyReader:
 
     def _frames(self, frames: list[RawFrame]) -> list[Event]:
         out: list[Event] = []
-        feed, feed_into = self.acc.feed, self.acc.feed_into
-        chat_feed, loads, events = self._chat.feed, orjson.loads, self._events
+        acc, feed = self.acc, self.acc.feed
+        chat_feed, loads, events = self._chat.feed_into, orjson.loads, self._events
         parsed = 0  # added to `self.frames` on the way out: one attribute write per read
         for data, event_type, _id, _retry in frames:
             try:
@@ -199,13 +199,12 @@ class BodyReader:
             kind = obj.get("type")
             if kind.__class__ is str and (kind.startswith("response.") or kind == "error"):
                 if events is not None:  # the hot path of a Responses stream
-                    out += events.feed_event(obj, owned=True)
+                    events.feed_event_into(obj, out, True)  # owned: a fresh parse
                     continue
                 out += self._event(obj, owned=True)
-                feed, feed_into, events = self.acc.feed, self.acc.feed_into, self._events
+                acc, feed, events = self.acc, self.acc.feed, self._events
             else:
-                for delta in chat_feed(obj):
-                    feed_into(delta, out)
+                chat_feed(obj, acc, out)
         self.frames += parsed
         return out
 

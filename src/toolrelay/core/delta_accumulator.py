@@ -6,14 +6,16 @@ Text and reasoning go into one open item at a time (inline `<think>` and
 `function_call` per slot, whose arguments are joined at `finish()` and split
 when they hold several objects (R6). Shared invariants: `core.accumulator`.
 
-`feed_into` runs once per chunk of every response: it is one dispatch whose
-first branches are the common cases (more text, reasoning or arguments for
-what is already open), each building one event and nothing else.
+The common deltas (more text, reasoning or arguments for what is already
+open) have lanes, `text`, `reasoning` and `arguments` (`core.deltas.DeltaSink`):
+a translator's hot path calls them with the string, so no delta is built per
+chunk, and `feed_into` dispatches to the same lanes, so each delta has one
+meaning. A lane's common case is inline: one append and, unless quiet, one
+event. A subclass that intercepts deltas overrides the lanes too.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any, Literal
 
 from toolrelay.core import events as ev
@@ -50,8 +52,6 @@ class DeltaAccumulator(Accumulator):
         super().__init__(**options)
         self._splitter: TagSplitter | None = None
         self._tags = tags
-        self._plain_text: Callable[[str], bool] = bool
-        """`text` is non-empty and goes into the open message as it is (no inline tag)."""
         self._native_reasoning = True
         """Reasoning deltas go straight into the open reasoning item (no `<think>` tags)."""
         self._use_tags(tags)
@@ -80,59 +80,69 @@ class DeltaAccumulator(Accumulator):
 
     # -- feeding -------------------------------------------------------------
     def feed_into(self, delta: Delta, out: list[Event]) -> None:
-        """`out += feed(delta)`: the common cases first, inline (module doc)."""
+        """`out += feed(delta)`; the commonest deltas go to their lanes (module doc)."""
         if type(delta) is TextDelta:
-            text = delta.text
-            if self._open_kind == "message" and self._plain_text(text):
-                self._buffer.append(text)
-                if not self._quiet:
-                    data = {
-                        "item_id": self._open_id,
-                        "output_index": self._open_at,
-                        "content_index": 0,
-                        "delta": text,
-                    }
-                    out.append(Event(ev.OUTPUT_TEXT_DELTA, data))
-            else:
-                out += self._text_delta(text)
+            self.text(delta.text, out)
         elif type(delta) is ToolCallDelta:
-            arguments = delta.arguments
-            call = self._slots.get(delta.slot)
-            if delta.name is None and arguments and call is not None and call.item is not None:
-                call.args.append(arguments)
-                if not self._quiet:
-                    out.append(self._arguments_event(call, arguments))
+            if delta.name is None and delta.call_id is None:
+                self.arguments(delta.slot, delta.arguments, out)
             else:
                 out += self._tool_call(delta)
         elif type(delta) is ReasoningDelta:
-            text = delta.text
-            if (
-                text
-                and self._open_kind == "reasoning"
-                and self._native_reasoning
-                and not delta.details
-            ):
-                self._buffer.append(text)
-                if not self._quiet:
-                    data = {
-                        "item_id": self._open_id,
-                        "output_index": self._open_at,
-                        "content_index": 0,
-                        "delta": text,
-                    }
-                    out.append(Event(ev.REASONING_TEXT_DELTA, data))
+            if delta.details:
+                out += self._reasoning(delta.text, delta.details)
             else:
-                out += self._reasoning(text, delta.details)
+                self.reasoning(delta.text, out)
         elif type(delta) is CitationDelta:
             out += self._citation(delta.url, delta.title)
         else:
             out += self._about_response(delta)
 
+    def text(self, text: str, out: list[Event]) -> None:
+        """Visible text: more of the open message when it holds no inline tag."""
+        splitter = self._splitter
+        if self._open_kind == "message" and text and (splitter is None or splitter.plain(text)):
+            self._buffer.append(text)
+            if not self._quiet:
+                data = {
+                    "item_id": self._open_id,
+                    "output_index": self._open_at,
+                    "content_index": 0,
+                    "delta": text,
+                }
+                out.append(Event(ev.OUTPUT_TEXT_DELTA, data))
+        else:
+            out += self._text_delta(text)
+
+    def reasoning(self, text: str, out: list[Event]) -> None:
+        """Reasoning text: more of the open reasoning item when no tags are looked for."""
+        if text and self._open_kind == "reasoning" and self._native_reasoning:
+            self._buffer.append(text)
+            if not self._quiet:
+                data = {
+                    "item_id": self._open_id,
+                    "output_index": self._open_at,
+                    "content_index": 0,
+                    "delta": text,
+                }
+                out.append(Event(ev.REASONING_TEXT_DELTA, data))
+        else:
+            out += self._reasoning(text, ())
+
+    def arguments(self, slot: int, fragment: str, out: list[Event]) -> None:
+        """More arguments for the call in `slot` (no id, no name)."""
+        call = self._slots.get(slot)
+        if fragment and call is not None and call.item is not None:
+            call.args.append(fragment)
+            if not self._quiet:
+                out.append(self._arguments_event(call, fragment))
+        else:
+            out += self._tool_call(ToolCallDelta(slot, None, None, fragment))
+
     def _use_tags(self, tags: TagConfig | None) -> None:
         """Look for these inline tags from now on (None: none at all)."""
         self._tags = tags
-        self._splitter = splitter = TagSplitter(tags) if tags is not None else None
-        self._plain_text = splitter.plain_text if splitter is not None else bool
+        self._splitter = TagSplitter(tags) if tags is not None else None
         self._native_reasoning = tags is None or not tags.reasoning
 
     def _more_text(self, item: _OpenItem, text: str) -> Event:

@@ -10,7 +10,7 @@ chunk on the hot path. Treat them as immutable values.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final, Protocol
 
 
 @dataclass(slots=True)
@@ -93,3 +93,48 @@ Delta = (
     | CitationDelta
     | ResponseIdDelta
 )
+
+
+class DeltaSink(Protocol):
+    """Where a translator puts deltas: the accumulator, or a list (`DELTA_LIST`).
+
+    The three commonest deltas have a lane each, so a translator's hot path hands
+    over a string instead of building a delta per chunk (building one costs about
+    as much as the accumulator's work on it); each lane means the same as
+    `feed_into` with that delta. `out` is the sink's own output (the accumulator's
+    events), passed through untouched.
+    """
+
+    def text(self, text: str, out: list[Any]) -> None:
+        """`feed_into(TextDelta(text), out)`."""
+
+    def reasoning(self, text: str, out: list[Any]) -> None:
+        """`feed_into(ReasoningDelta(text), out)`."""
+
+    def arguments(self, slot: int, fragment: str, out: list[Any]) -> None:
+        """`feed_into(ToolCallDelta(slot, None, None, fragment), out)`."""
+
+    def feed_into(self, delta: Delta, out: list[Any]) -> None:
+        """Any delta."""
+
+
+class _DeltaList:
+    """The sink that builds the deltas: `out` is the list of deltas."""
+
+    __slots__ = ()
+
+    def text(self, text: str, out: list[Any]) -> None:
+        out.append(TextDelta(text))
+
+    def reasoning(self, text: str, out: list[Any]) -> None:
+        out.append(ReasoningDelta(text))
+
+    def arguments(self, slot: int, fragment: str, out: list[Any]) -> None:
+        out.append(ToolCallDelta(slot, None, None, fragment))
+
+    def feed_into(self, delta: Delta, out: list[Any]) -> None:
+        out.append(delta)
+
+
+DELTA_LIST: Final[DeltaSink] = _DeltaList()
+"""`translator.feed_into(chunk, DELTA_LIST, out)` appends the chunk's deltas to `out`."""

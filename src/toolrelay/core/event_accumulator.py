@@ -42,15 +42,26 @@ class EventAccumulator(Accumulator):
         `owned`: the caller hands `event` over (a freshly parsed chunk), so a buffered
         delta's dict is reused as its forwarded event's data instead of copied.
         """
+        out: list[Event] = []
+        self.feed_event_into(event, out, owned)
+        return out
+
+    def feed_event_into(self, event: dict[str, Any], out: list[Event], owned: bool) -> None:
+        """`out += feed_event(event)`; a buffered delta (the hot path) costs one append."""
         if self._deltas.take(event, self._items):
-            if self._quiet:
-                return []
-            if not owned:
-                event = dict(event)
-            kind = event.pop("type")
-            event.pop("sequence_number", None)
-            event["output_index"] += self._offset
-            return [Event(kind, event)]
+            if not self._quiet:
+                if not owned:
+                    event = dict(event)
+                kind = event.pop("type")
+                event.pop("sequence_number", None)
+                if self._offset:
+                    event["output_index"] += self._offset
+                out.append(Event(kind, event))
+            return
+        out += self._structural(event)
+
+    def _structural(self, event: dict[str, Any]) -> list[Event]:
+        """Anything but a buffered delta: through the reducer, forwarded, meta kept."""
         out: list[Event] = []
         self._items, meta = reduce_event(event, self._deltas.fold(self._items))
         index, kind = event.get("output_index"), event.get("type")

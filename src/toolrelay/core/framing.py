@@ -64,7 +64,34 @@ class SSEDecoder:
         return [_decoded(raw) for raw in self.flush_raw()]
 
     def feed_raw(self, chunk: bytes) -> list[RawFrame]:
-        """Like `feed`, without decoding: orjson reads the bytes directly."""
+        """Like `feed`, without decoding: orjson reads the bytes directly.
+
+        A streamed response mostly arrives one whole event per read: such a read
+        (nothing held, one `data: ` line, or `event:` then `data:`, then the blank
+        line, no CR) becomes its frame with a few byte comparisons and no split.
+        """
+        if self._buf or not self._started or self.done or not chunk:
+            return self._feed_any(chunk)
+        end = len(chunk) - 2
+        if chunk[end:] == b"\n\n" and b"\r" not in chunk:
+            if chunk[:6] == b"data: ":
+                if chunk.find(b"\n", 6) == end:
+                    data = chunk[6:end]
+                    if data == b"[DONE]":
+                        return self._stop([])
+                    return [(data, None, self.last_event_id, None)]
+            elif chunk[:7] == b"event: ":
+                nl = chunk.find(b"\n")
+                if chunk[nl + 1 : nl + 7] == b"data: " and chunk.find(b"\n", nl + 1) == end:
+                    data = chunk[nl + 7 : end]
+                    if data == b"[DONE]":
+                        return self._stop([])
+                    return [(data, chunk[7:nl], self.last_event_id, None)]
+        return self._feed_any(chunk)
+
+    def _feed_any(self, chunk: bytes) -> list[RawFrame]:
+        """Any read: held bytes joined, the BOM dropped, line ends normalised, cut at
+        blank lines; each complete block is parsed and the rest is held."""
         if self.done or not chunk:
             return []
         buf = self._buf + chunk if self._buf else chunk

@@ -23,7 +23,7 @@ from collections.abc import Collection
 from typing import Any
 
 from toolrelay.core.delta_accumulator import DeltaAccumulator
-from toolrelay.core.deltas import Delta, TextDelta, ToolCallDelta
+from toolrelay.core.deltas import Delta, ToolCallDelta
 from toolrelay.core.events import Event
 from toolrelay.core.text_call_stream import TextCallRecogniser
 from toolrelay.core.think_tags import TagConfig
@@ -41,34 +41,46 @@ class TextCallAccumulator(DeltaAccumulator):
         reasoning = tags.reasoning if tags is not None else ()
         self._recogniser = TextCallRecogniser(tools, reasoning=reasoning)
         self._base = DeltaAccumulator.feed_into.__get__(self)
-        """The plain `feed_into`, bound once (invariant 4)."""
+        """The plain `feed_into` and lanes, bound once (invariant 4)."""
+        self._plain_text = DeltaAccumulator.text.__get__(self)
+        self._plain_arguments = DeltaAccumulator.arguments.__get__(self)
         if self._recogniser.passing:
-            self.feed_into = self._base  # type: ignore[method-assign]
+            self._plain_from_now()
 
     @property
     def holding(self) -> bool:
         """Content is held back (it may be a call): the body has said something already."""
         return self._recogniser.holding
 
+    def _plain_from_now(self) -> None:
+        """Invariant 4: `feed_into` and the lanes (`core.deltas.DeltaSink`) are the plain
+        ones from now on; a translator calls the lanes directly, so both are replaced."""
+        self.feed_into = self._base  # type: ignore[method-assign]
+        self.text = self._plain_text  # type: ignore[method-assign]
+        self.arguments = self._plain_arguments  # type: ignore[method-assign]
+
     def feed_into(self, delta: Delta, out: list[Event]) -> None:
-        if type(delta) is TextDelta:
-            recogniser = self._recogniser
-            text = recogniser.feed(delta.text)
-            if recogniser.passing:
-                self.feed_into = self._base  # type: ignore[method-assign]
-            if text:
-                self._base(delta if text is delta.text else TextDelta(text), out)
-        elif type(delta) is ToolCallDelta:  # a native call (invariant 2)
+        if type(delta) is ToolCallDelta:  # a native call (invariant 2)
             self._release(out)
-            self._base(delta, out)
-        else:  # reasoning, usage, finish …
-            self._base(delta, out)
+        self._base(delta, out)  # text goes on to the `text` lane below
+
+    def text(self, text: str, out: list[Event]) -> None:
+        recogniser = self._recogniser
+        shown = recogniser.feed(text)
+        if recogniser.passing:
+            self._plain_from_now()
+        if shown:
+            self._plain_text(shown, out)
+
+    def arguments(self, slot: int, fragment: str, out: list[Event]) -> None:
+        self._release(out)  # more of a native call (invariant 2)
+        self._plain_arguments(slot, fragment, out)
 
     def _release(self, out: list[Event]) -> None:
         held = self._recogniser.give_up()
-        self.feed_into = self._base  # type: ignore[method-assign]
+        self._plain_from_now()
         if held:
-            self._base(TextDelta(held), out)
+            self._plain_text(held, out)
 
     def finish(self, *, truncated: bool = False) -> list[Event]:
         if self.finished:
@@ -78,9 +90,10 @@ class TextCallAccumulator(DeltaAccumulator):
             self._release(out)
             return out + super().finish(truncated=truncated)
         text, calls = self._recogniser.finish()
-        self.feed_into = base = self._base  # type: ignore[method-assign]
+        self._plain_from_now()
+        base = self._base
         if text:
-            base(TextDelta(text), out)
+            self._plain_text(text, out)
         for slot, call in enumerate(calls):
             base(ToolCallDelta(slot, None, call.name, call.arguments), out)
         if calls and self.finish_reason in (None, "stop"):

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -204,16 +205,25 @@ def _tables(
     return tables, triggers, re.compile(f"[{chars}]" if chars else "(?!)")
 
 
+_NEVER: Callable[[str], bool] = ().__contains__
+"""`TagSplitter.plain` while a block is open or text is held: always false."""
+
+
 class TagSplitter:
     """Incremental splitter: `feed()` each content chunk, `flush()` at end of stream."""
 
-    __slots__ = ("_block", "_by_first", "_held", "_open_re", "_strip", "_triggers")
+    __slots__ = ("_block", "_by_first", "_held", "_open_re", "_strip", "_triggers", "plain")
 
     def __init__(self, config: TagConfig = TagConfig()) -> None:
         self._by_first, self._triggers, self._open_re = _tables(config)
         self._block: _Tag | None = None
         self._held = ""
         self._strip = False
+        self.plain: Callable[[str], bool] = frozenset(self._triggers).isdisjoint
+        """`plain(text)` is true when `feed(text)` would be exactly `[Chunk("text", text)]`
+        for a non-empty `text`: outside any block, nothing held and no character in
+        `text` that can start a tag. A C call, for the accumulator's hot path; kept
+        current by `feed` and `flush`, the only calls that change the splitter's state."""
 
     @property
     def inside(self) -> SegmentKind:
@@ -224,23 +234,14 @@ class TagSplitter:
         """True when `feed(text)` would be exactly `[Chunk(self.inside, text)]` (the hot path)."""
         return not self._held and not self._strip and bool(text) and self._plain(text)
 
-    def plain_text(self, text: str) -> bool:
-        """True when `feed(text)` would be exactly `[Chunk("text", text)]`: outside any
-        block, nothing held and nothing in `text` that can start a tag. One call on the
-        accumulator's hot path (`passes` and `inside` together cost three)."""
-        if self._block is not None or self._held or self._strip or not text:
-            return False
-        for trigger in self._triggers:  # noqa: SIM110 - a plain loop beats all() per token
-            if trigger in text:
-                return False
-        return True
-
     def feed(self, text: str) -> list[Segment]:
         """Split one chunk; text that may still be part of a tag is held back."""
         if not self._held and not self._strip and self._plain(text):
             return [Chunk(self.inside, text)] if text else []
         held, self._held = self._held, ""
-        return self._run(held + text, final=False)
+        out = self._run(held + text, final=False)
+        self._rescan()
+        return out
 
     def flush(self) -> list[Segment]:
         """End of stream: release what was held and close a block left open."""
@@ -250,7 +251,12 @@ class TagSplitter:
             out.append(Close(self._block.pair.kind))
             self._block = None
         self._strip = False
+        self._rescan()
         return out
+
+    def _rescan(self) -> None:
+        idle = self._block is None and not self._held and not self._strip
+        self.plain = frozenset(self._triggers).isdisjoint if idle else _NEVER
 
     def _plain(self, text: str) -> bool:
         """Fast path: nothing in `text` can start a tag or needs holding back."""

@@ -29,13 +29,16 @@ pydantic, no exceptions, no copies.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import orjson
 
 from toolrelay.core.deltas import (
+    DELTA_LIST,
     CitationDelta,
     Delta,
+    DeltaSink,
     ErrorDelta,
     FinishDelta,
     ReasoningDelta,
@@ -85,13 +88,23 @@ class ChatCompletionsDecoder:
         self._by_id: dict[str, int] = {}
 
     def feed(self, chunk: dict[str, Any]) -> list[Delta]:
-        """Translate one parsed chunk; anything unreadable yields no deltas.
+        """Translate one parsed chunk; anything unreadable yields no deltas."""
+        out: list[Delta] = []
+        self.feed_into(chunk, DELTA_LIST, out)
+        return out
+
+    def feed_into(self, chunk: dict[str, Any], sink: DeltaSink, out: list[Any]) -> None:
+        """Translate one parsed chunk into `sink` (`core.deltas.DeltaSink`), which adds
+        what it makes of it to `out`.
 
         The common chunk — one choice, a one-key text, reasoning or arguments delta,
-        nothing else to report — is translated right here, with subscripts inside one
-        `try` because it runs once per chunk: any shape it does not expect raises, or
-        leaves the `try` without returning, and the full path below takes over.
+        nothing else to report — goes to the sink's lane for it without a delta being
+        built. It is recognised with subscripts inside one `try`, as this runs once
+        per chunk: any shape it does not expect raises, and the full path takes over
+        (the sink is called after the `try`, so its own errors are never swallowed).
         """
+        lane: Callable[[str, list[Any]], None] | None = None
+        slot = -1
         try:
             (choice,) = chunk["choices"]
             delta = choice["delta"]
@@ -106,18 +119,24 @@ class ChatCompletionsDecoder:
             ):
                 text = delta.get("content")
                 if text.__class__ is str:
-                    return [TextDelta(text)] if text else []
-                text = delta.get("reasoning_content")
-                if text.__class__ is str:
-                    return [ReasoningDelta(text)] if text else []
-                calls = delta.get("tool_calls")
-                if calls is not None:
-                    fast = _fast_arguments(calls, self._by_index)
-                    if fast is not None:
-                        return fast
+                    lane = sink.text
+                else:
+                    text = delta.get("reasoning_content")
+                    if text.__class__ is str:
+                        lane = sink.reasoning
+                    else:
+                        slot, text = _more_arguments(delta, self._by_index)
         except (KeyError, TypeError, ValueError, IndexError):
-            pass
-        return self._full(chunk)
+            lane, slot = None, -1
+        if lane is not None:
+            if text:
+                lane(text, out)
+        elif slot >= 0:
+            if text:
+                sink.arguments(slot, text, out)
+        else:
+            for part in self._full(chunk):
+                sink.feed_into(part, out)
 
     def _full(self, chunk: dict[str, Any]) -> list[Delta]:
         """Any chunk: choices, errors, the finish reason and usage, in that order."""
@@ -255,18 +274,17 @@ class ChatCompletionsDecoder:
         return number
 
 
-def _fast_arguments(calls: Any, by_index: dict[int, int]) -> list[Delta] | None:
-    """More arguments for a call already open at its index (no id, no name): the
-    commonest tool-call fragment. Raises or returns None for anything else."""
-    (call,) = calls
-    if len(call) != 2:  # exactly "index" and "function"
-        return None
+def _more_arguments(delta: dict[str, Any], by_index: dict[int, int]) -> tuple[int, Any]:
+    """(slot, fragment) when `delta` holds only more arguments for a call already open
+    at its index (no id, no name), the commonest tool-call fragment; (-1, None) or an
+    exception for anything else."""
+    (call,) = delta["tool_calls"]
     function = call["function"]
-    arguments = function["arguments"]
+    fragment = function["arguments"]
     slot = by_index.get(call["index"])
-    if slot is None or len(function) != 1 or arguments.__class__ is not str:
-        return None
-    return [ToolCallDelta(slot, None, None, arguments)] if arguments else []
+    if len(call) == 2 and len(function) == 1 and fragment.__class__ is str and slot is not None:
+        return slot, fragment
+    return -1, None
 
 
 def completion_to_deltas(body: dict[str, Any]) -> list[Delta]:
