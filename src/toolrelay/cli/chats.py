@@ -59,7 +59,13 @@ def _say(message: str) -> None:
 
 
 def _read(
-    url: str | None, config: Path | None, user: str, chat_id: str | None, *, limit: int = 0
+    url: str | None,
+    config: Path | None,
+    user: str,
+    chat_id: str | None,
+    *,
+    limit: int = 0,
+    search: str | None = None,
 ) -> tuple[list[Chat], dict[str, list[StoredMessage]]]:
     """The user's chats (all up to `limit`, or the one named) and, for one, its messages."""
 
@@ -68,7 +74,7 @@ def _read(
         if owner is None:
             raise ConfigError(f"no user named {user!r}")
         if chat_id is None:
-            chats, _ = await store.list_chats(owner.id, limit=limit)
+            chats, _ = await store.list_chats(owner.id, limit=limit, query=search)
             return chats, {}
         chat = await store.get_chat(chat_id, user_id=owner.id)
         if chat is None:
@@ -83,16 +89,22 @@ def _read(
 
 @chats_app.command(
     "list",
-    epilog="Examples:\n\n  toolrelay chats list --limit 10\n\n  toolrelay chats list --user ann | cut -f1,4",
+    epilog="Examples:\n\n  toolrelay chats list --limit 10 --search paris\n\n  toolrelay chats list --user ann | cut -f1,4",
 )
 def list_chats(
     limit: Annotated[int, typer.Option("--limit", metavar="N", help="At most N chats.")] = 50,
+    search: Annotated[
+        str | None,
+        typer.Option(
+            "--search", "-s", metavar="TEXT", help="Only chats whose title or a message has it."
+        ),
+    ] = None,
     user: User = OWNER,
     url: DatabaseURL = None,
     config: ConfigPath = None,
 ) -> None:
     """List chats, most recently updated first, as tab-separated lines."""
-    chats, _ = _read(url, config, user, None, limit=limit)
+    chats, _ = _read(url, config, user, None, limit=limit, search=search)
     if not chats:
         _say("no chats")
         return
