@@ -36,7 +36,6 @@ def runs(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, dict[str, Any]]]:
     monkeypatch.setattr("uvicorn.run", lambda app, **kw: calls.append((app, kw)))
     # the CLI runner's streams close after each call: no logging handlers bound to them
     monkeypatch.setattr("toolrelay.server.logs.configure_logging", lambda *a, **kw: None)
-    monkeypatch.setattr(workers, "configure_logging", lambda *a, **kw: None)
     monkeypatch.delenv(workers.SETTINGS_ENV, raising=False)
     return calls
 

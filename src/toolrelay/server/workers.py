@@ -16,16 +16,13 @@ parent checked (flags applied) reach the workers as JSON in `SETTINGS_ENV`.
 from __future__ import annotations
 
 import os
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-from fastapi import FastAPI
-
-from toolrelay.adapters.stores.sql import SQLStore
 from toolrelay.config.settings import Settings
 from toolrelay.errors import ConfigError
-from toolrelay.server.app import create_app, ensure_admin_key
-from toolrelay.server.logs import configure_logging
-from toolrelay.server.startup_log import config_secrets
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
 
 __all__ = ["SETTINGS_ENV", "app", "check_workers", "default_workers", "prepare"]
 
@@ -64,6 +61,9 @@ async def prepare(settings: Settings) -> str | None:
 
     Returns a freshly minted admin key (to show once), as the app's start-up does.
     """
+    from toolrelay.adapters.stores.sql import SQLStore  # the checks above stay light
+    from toolrelay.server.app import ensure_admin_key
+
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     store = await SQLStore.open(settings.database_url)
     try:
@@ -74,6 +74,10 @@ async def prepare(settings: Settings) -> str | None:
 
 def app() -> FastAPI:
     """One worker's app (uvicorn's factory): the parent's settings, its own registry."""
+    from toolrelay.server.app import create_app
+    from toolrelay.server.logs import configure_logging
+    from toolrelay.server.startup_log import config_secrets
+
     settings = Settings.model_validate_json(os.environ[SETTINGS_ENV])
     configure_logging(settings.log_level, settings.log_format, secrets=config_secrets(settings))
     return create_app(settings)
