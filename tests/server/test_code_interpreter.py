@@ -52,10 +52,12 @@ def offered(request: Any) -> set[str]:
     return {t["function"]["name"] for t in request.json.get("tools", [])}
 
 
-def ask(running: Running, key: str = ADMIN_KEY, model: str = "fake") -> dict[str, Any]:
+def ask(
+    running: Running, key: str = ADMIN_KEY, model: str = "fake", **extra: Any
+) -> dict[str, Any]:
     with running.client(key) as client:
         client.timeout = HANG
-        body = {"model": model, "messages": [{"role": "user", "content": "compute"}]}
+        body = {"model": model, "messages": [{"role": "user", "content": "compute"}], **extra}
         answer = client.post(CHAT, json=body)
     assert answer.status_code == 200, answer.text
     return dict(answer.json())
@@ -83,10 +85,23 @@ def test_a_route_or_a_user_without_permission_gets_no_code_tool(
     running, _ = coding
     with running.client() as admin:
         bob = admin.post("/api/admin/keys", json={"name": "bob", "user": "bob"}).json()["key"]
-    running.upstream.route(CHAT, text("no code here"), text("nor here"))
+    running.upstream.route(CHAT, text("no code here"), text("nor here"), text("nor there"))
     ask(running, model="no-code")
     ask(running, key=bob)
-    assert [offered(r) for r in running.upstream.requests] == [{"add", "shout"}] * 2
+    ask(running, features={"code_interpreter": False})  # the request's own feature switch
+    assert [offered(r) for r in running.upstream.requests] == [{"add", "shout"}] * 3
+    assert "features" not in running.upstream.requests[2].json  # ours, not the upstream's
+
+
+def test_a_chat_message_may_turn_code_off(coding: tuple[Running, ServerThread]) -> None:
+    running, _ = coding
+    running.upstream.route(CHAT, text("plain"))
+    with running.client() as client:
+        chat_id = client.post("/api/chats", json={"model": "fake"}).json()["id"]
+        body = {"content": "hi", "features": {"code_interpreter": False}}
+        assert client.post(f"/api/chats/{chat_id}/messages", json=body).status_code == 202
+        wait_saved(client, chat_id)
+    assert offered(running.upstream.requests[0]) == {"add", "shout"}
 
 
 def wait_saved(client: Any, chat_id: str) -> dict[str, Any]:

@@ -56,6 +56,8 @@ class ChatCompletionRequest(_Open):
     tools: list[ChatTool] | None = None
     toolrelay_events: bool = False
     """Opt-in: server-side tool activity as extra chunks (`choices: []`, key `toolrelay`)."""
+    features: dict[str, Any] | None = None
+    """toolrelay's extension: `{"code_interpreter": false}` keeps this request from running code."""
 
 
 class ResponseTool(_Open):
@@ -85,6 +87,8 @@ class MessageCreate(_Open):
     model: Name | None = None
     tools: list[ChatTool] | None = None
     """Client-side tools: their calls arrive as `execute:tool` events."""
+    features: dict[str, Any] | None = None
+    """What this turn asks for (`{"code_interpreter": false}` turns code off); unset: all on."""
 
 
 class ToolResultIn(_Open):

@@ -166,6 +166,7 @@ class TurnManager:
         route: str,
         user: Mapping[str, Any],
         client_tools: Sequence[Tool] = (),
+        features: Mapping[str, Any] | None = None,
     ) -> Started:
         """Take the chat's lease, save the user message and start the turn; else `TurnBusy`.
 
@@ -195,7 +196,9 @@ class TurnManager:
             raise
         loop = asyncio.get_running_loop()
         task = loop.create_task(
-            self._run(relay, chat_id, message_id, [*history, message], user, client_tools)
+            self._run(
+                relay, chat_id, message_id, [*history, message], user, client_tools, features
+            )
         )
         listener = loop.create_task(self._listen(chat_id, relay, task))
         self._running[chat_id] = _Running(task, relay, listener)
@@ -233,6 +236,7 @@ class TurnManager:
         history: Sequence[Message],
         user: Mapping[str, Any],
         client_tools: Sequence[Tool],
+        features: Mapping[str, Any] | None = None,
     ) -> None:
         recorder = TurnRecorder()
         keeper = asyncio.get_running_loop().create_task(
@@ -246,6 +250,7 @@ class TurnManager:
                 message_id=message_id,
                 user=user,
                 extra_tools=client_tools,
+                features=features,
             )
         except asyncio.CancelledError:
             pass  # the partial turn was saved by the engine

@@ -157,6 +157,7 @@ async def post_message(
             route=route,
             user=svc.turn_user(user),
             client_tools=client_tools(body.tools),
+            features=body.features,
         )
     except TurnBusy:
         raise APIError(

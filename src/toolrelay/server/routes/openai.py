@@ -47,6 +47,7 @@ async def chat_completions(
     messages = [m.model_dump(exclude_none=True) for m in body.messages]
     run_args = turn_args(svc.turn_user(user), body.tools)
     run_args["params"] = sampling_params(body, svc.registry.routes[route])
+    run_args["features"] = body.features
     run_args["message_id"] = REQUEST_ID.get()  # the turn's id is the request's (X-Request-ID)
     options = body.stream_options
     window = options.coalesce_ms if options is not None else None
