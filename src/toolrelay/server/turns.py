@@ -196,9 +196,7 @@ class TurnManager:
             raise
         loop = asyncio.get_running_loop()
         task = loop.create_task(
-            self._run(
-                relay, chat_id, message_id, [*history, message], user, client_tools, features
-            )
+            self._run(relay, chat_id, message_id, [*history, message], user, client_tools, features)
         )
         listener = loop.create_task(self._listen(chat_id, relay, task))
         self._running[chat_id] = _Running(task, relay, listener)
