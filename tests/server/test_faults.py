@@ -180,7 +180,9 @@ def test_upstream_500_stream_is_an_error_line_then_done(running: Running) -> Non
         assert response.status_code == 200
         payloads = sse_payloads(response)
         assert_error_then_done(payloads, f"Model server returned 500: {OVERLOADED}")
-        assert payloads[-2]["error"]["message"] == f"Model server returned 500: {OVERLOADED}"
+        request_id = response.headers["x-request-id"]  # the log's lines carry it too
+        expected = f"Model server returned 500: {OVERLOADED} (request id {request_id})"
+        assert payloads[-2]["error"]["message"] == expected
         assert_still_serving(running, client)
 
 

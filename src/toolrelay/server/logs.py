@@ -22,13 +22,17 @@ from typing import Any, Literal, TextIO
 import orjson
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from toolrelay.core import events as ev
+from toolrelay.core.events import Event
 from toolrelay.core.ids import new_id
+from toolrelay.engine.interfaces import EventSink
 
 __all__ = [
     "REQUEST_ID",
     "JSONFormatter",
     "PrettyFormatter",
     "Redactor",
+    "RequestIdInErrors",
     "RequestIds",
     "configure_logging",
     "fields",
@@ -203,3 +207,22 @@ class RequestIds:
             await self.app(scope, receive, send_with_id)
         finally:
             REQUEST_ID.reset(token)
+
+
+class RequestIdInErrors:
+    """An `EventSink` for a streamed `/v1` answer: a failed turn's final error names the
+    request id, as a non-streamed 5xx body does, so the client's error leads to the log
+    (a capped turn's notice is not an error: left as it is)."""
+
+    def __init__(self, sink: EventSink, request_id: str) -> None:
+        self.sink = sink
+        self.suffix = f" (request id {request_id})"
+
+    async def emit(self, event: Event) -> None:
+        data = event.data
+        failed = event.type == ev.CHAT_COMPLETION and data.get("status") == "failed"
+        error = data.get("error") if failed else None
+        if isinstance(error, Mapping) and isinstance(error.get("content"), str):
+            named = {**error, "content": error["content"] + self.suffix}
+            event = Event(event.type, {**data, "error": named})
+        await self.sink.emit(event)

@@ -17,6 +17,7 @@ from toolrelay.engine.interfaces import EventSink, Message
 from toolrelay.server.api_log import ApiTurnLog
 from toolrelay.server.auth import KeyCache, authenticate
 from toolrelay.server.errors import APIError
+from toolrelay.server.logs import RequestIdInErrors
 from toolrelay.server.shutdown import Stopping
 from toolrelay.server.turns import TurnManager
 
@@ -51,6 +52,9 @@ class Services:
         log = self.api_log if self.settings.log_api_turns else None
 
         async def run(sink: EventSink | None = None) -> RunResult:
+            request_id = run_args.get("message_id")
+            if sink is not None and isinstance(request_id, str):
+                sink = RequestIdInErrors(sink, request_id)
             result = await relay.run(messages, sink=sink, **run_args)
             if log is not None:
                 log.record(user_id, route, messages, str(run_args.get("message_id")), result)
