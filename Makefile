@@ -50,7 +50,7 @@ wheel: $(STAMP)
 	bash scripts/check_wheel.sh $(BIN)
 
 test: $(STAMP) lint services node chromium wheel
-	$(BIN)/pytest -q -n 2 --dist loadgroup -p no:cacheprovider
+	$(BIN)/pytest -q -n 2 -p no:cacheprovider
 
 # The property and fuzz tests with their long budget (tests/patience.py: fuzz_budget);
 # an input the fuzzer finds goes into tests/fuzz/test_core_regressions.py.

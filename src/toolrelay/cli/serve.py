@@ -25,6 +25,7 @@ from toolrelay.errors import ConfigError
 if TYPE_CHECKING:
     from toolrelay.config import Settings
     from toolrelay.config.local import LocalModel
+    from toolrelay.server.logs import Redactor
 
 __all__ = ["serve"]
 
@@ -69,7 +70,7 @@ def serve(
         require_for_urls(settings.database_url, settings.events_url)
         if settings.otel_endpoint:
             require("otel_endpoint", "otel", OTEL)
-        _configure_logs(settings)  # before the registry: its warnings are formatted and masked
+        redact = _configure_logs(settings)  # before the registry: its warnings formatted, masked
         _make_dir(settings.data_dir)
         registry = build_registry(settings)  # every configuration problem before the model loads
         from toolrelay.server.workers import check_workers, default_workers
@@ -80,6 +81,7 @@ def serve(
         check_workers(count, settings, local=serves_local)
         if serves_local:
             settings, local = _start_local(settings)
+            redact.add([local.server.api_key])  # the private llama.cpp server's key
             registry.add_route(local.route())
     except ConfigError as exc:
         if local is not None:
@@ -110,11 +112,13 @@ def serve(
             local.close()
 
 
-def _configure_logs(settings: Settings) -> None:
+def _configure_logs(settings: Settings) -> Redactor:
     from toolrelay.server.logs import configure_logging
     from toolrelay.server.startup_log import config_secrets
 
-    configure_logging(settings.log_level, settings.log_format, secrets=config_secrets(settings))
+    return configure_logging(
+        settings.log_level, settings.log_format, secrets=config_secrets(settings)
+    )
 
 
 def _serve_workers(settings: Settings, count: int) -> None:

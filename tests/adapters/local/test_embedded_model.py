@@ -1,6 +1,6 @@
 """The real embedded model: weights assembled and checked, llama.cpp loaded, turns run.
 
-One model for the whole session (`embedded`, in one xdist group: one load).
+One model per test process (`embedded`; its GGUF assembled once per run).
 These assert the loop's structure — deltas streamed, a final message, usage,
 the answer over the OpenAI API — never the model's words. Without the
 `[local]` extra they fail saying which extra to install.
@@ -8,9 +8,11 @@ the answer over the OpenAI API — never the model's words. Without the
 
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +23,7 @@ from benchmarks.harness import ADMIN_KEY as HARNESS_KEY
 from benchmarks.harness import ServerProcess
 
 from tests.server.conftest import ADMIN_KEY, ServerThread
+from toolrelay.adapters.local import QWEN_CODER_05B
 from toolrelay.adapters.tools import tool
 from toolrelay.config import Settings, build_registry
 from toolrelay.config.local import KEY_ENV, LocalModel, start_local
@@ -29,7 +32,7 @@ from toolrelay.core.items import raw_items
 from toolrelay.engine.interfaces import ModelClient, ModelRequest, ModelStream
 from toolrelay.engine.relay import Relay
 
-pytestmark = [pytest.mark.local_model, pytest.mark.xdist_group("local_model"), pytest.mark.anyio]
+pytestmark = [pytest.mark.local_model, pytest.mark.anyio]
 
 SHORT = {"max_tokens": 24, "temperature": 0, "seed": 7}
 
@@ -40,17 +43,38 @@ class Embedded:
     model: LocalModel
 
 
+@contextmanager
+def locked(folder: Path) -> Iterator[None]:
+    with (folder / ".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 @pytest.fixture(scope="session")
 def embedded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Embedded]:
-    data = tmp_path_factory.mktemp("embedded")
+    """The model, its GGUF assembled once per test run: xdist workers share the run's
+    temp dir; under a lock the first assembles, the next ones check its file, and the
+    last one out deletes it (491 MB not left in pytest's kept temp dirs)."""
+    shared = tmp_path_factory.getbasetemp()
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker:
+        shared = shared.parent  # the run's dir, above each worker's own
+    data = shared / "embedded"
+    (data / "users").mkdir(parents=True, exist_ok=True)
+    user = data / "users" / (worker or "main")
     base = Settings(data_dir=data, models=[], admin_key=ADMIN_KEY, database_url=None)
-    settings, model = start_local(base)
-    assert model.assembled and model.path.parent == data / "models"
+    with locked(data):
+        user.touch()
+        settings, model = start_local(base)
+    assert model.path == data / "models" / QWEN_CODER_05B.filename
     try:
         yield Embedded(settings, model)
     finally:
         model.close()
-        model.path.unlink()  # 491 MB: not left behind in pytest's kept temp dirs
+        with locked(data):
+            user.unlink()
+            if not any((data / "users").iterdir()):
+                model.path.unlink()
 
 
 @pytest.fixture
@@ -177,7 +201,8 @@ def test_serve_with_no_model_serves_it(embedded: Embedded, tmp_path: Path) -> No
     """`make run`'s command: no model configured, the checked weights load, route `local`."""
     models = tmp_path / "data" / "models"
     models.mkdir(parents=True)
-    os.link(embedded.model.path, models / embedded.model.path.name)  # assembled: no copy
+    linked = models / embedded.model.path.name
+    os.link(embedded.model.path, linked)  # assembled: no copy
     config = tmp_path / "toolrelay.toml"
     config.write_text(f'data_dir = "{tmp_path / "data"}"\nadmin_key = "{HARNESS_KEY}"\n')
     log = tmp_path / "serve.log"
@@ -192,9 +217,10 @@ def test_serve_with_no_model_serves_it(embedded: Embedded, tmp_path: Path) -> No
             assert answer.json()["choices"][0]["message"]["content"].strip()
     finally:
         server.stop()
+        linked.unlink()  # a second name keeps the 491 MB alive in pytest's temp dirs
     text = log.read_text()
     assert "serving the embedded model" in text and "as route 'local'" in text
-    assert f"weights checked (sha256) {models / embedded.model.path.name}" in text
+    assert f"weights checked (sha256) {linked}" in text
     assert "Traceback" not in text and "Application shutdown complete" in text
     assert server.process is not None  # uvicorn re-raises the SIGTERM it handled
     assert server.process.returncode in (0, -signal.SIGTERM)
