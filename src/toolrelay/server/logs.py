@@ -172,6 +172,10 @@ def configure_logging(
         logger = logging.getLogger(name)
         logger.handlers.clear()  # ours, through the root
         logger.propagate = True
+    # httpx says INFO for every upstream request; the turn line says it once per turn
+    quiet_http = logging.DEBUG if root.level <= logging.DEBUG else logging.WARNING
+    for name in ("httpx", "httpcore"):
+        logging.getLogger(name).setLevel(quiet_http)
     return redact
 
 

@@ -4,10 +4,25 @@ from __future__ import annotations
 
 import io
 import logging
+from collections.abc import Iterator
 
 import orjson
+import pytest
 
 from toolrelay.server.logs import Redactor, configure_logging, fields
+
+
+@pytest.fixture(autouse=True)
+def restore_logging() -> Iterator[None]:
+    """`configure_logging` changes process-wide loggers: put them back for the next test."""
+    names = ("", "httpx", "httpcore", "uvicorn", "uvicorn.error", "uvicorn.access")
+    loggers = [logging.getLogger(n) for n in names]
+    saved = [(lg.level, list(lg.handlers), lg.propagate) for lg in loggers]
+    yield
+    for logger, (level, handlers, propagate) in zip(loggers, saved, strict=True):
+        logger.setLevel(level)
+        logger.handlers[:] = handlers
+        logger.propagate = propagate
 
 
 def test_known_values_and_credential_shapes_are_masked() -> None:
@@ -30,18 +45,11 @@ def test_ordinary_text_is_left_alone() -> None:
 
 def test_json_lines_carry_fields_and_are_masked() -> None:
     stream = io.StringIO()
-    root = logging.getLogger()
-    saved = (root.level, list(root.handlers))
-    try:
-        configure_logging("info", "json", secrets=["s3cr3t-value"], stream=stream)
-        logging.getLogger("toolrelay.test").info(
-            "hello %s", "s3cr3t-value", extra=fields(turn="msg_1", tokens_in=3)
-        )
-        logging.getLogger("toolrelay.test").debug("not at INFO")
-    finally:
-        for handler in [h for h in root.handlers if h not in saved[1]]:
-            root.removeHandler(handler)
-        root.setLevel(saved[0])
+    configure_logging("info", "json", secrets=["s3cr3t-value"], stream=stream)
+    logging.getLogger("toolrelay.test").info(
+        "hello %s", "s3cr3t-value", extra=fields(turn="msg_1", tokens_in=3)
+    )
+    logging.getLogger("toolrelay.test").debug("not at INFO")
     lines = [orjson.loads(line) for line in stream.getvalue().splitlines()]
     assert len(lines) == 1
     line = lines[0]
@@ -55,17 +63,10 @@ def test_json_lines_carry_fields_and_are_masked() -> None:
 
 def test_pretty_lines_are_one_per_record_with_key_values() -> None:
     stream = io.StringIO()
-    root = logging.getLogger()
-    saved = (root.level, list(root.handlers))
-    try:
-        configure_logging("DEBUG", "pretty", stream=stream)
-        logging.getLogger("toolrelay.turn").warning(
-            "turn failed", extra=fields(turn="req_1", tool_calls=2, error="two words")
-        )
-    finally:
-        for handler in [h for h in root.handlers if h not in saved[1]]:
-            root.removeHandler(handler)
-        root.setLevel(saved[0])
+    configure_logging("DEBUG", "pretty", stream=stream)
+    logging.getLogger("toolrelay.turn").warning(
+        "turn failed", extra=fields(turn="req_1", tool_calls=2, error="two words")
+    )
     [line] = stream.getvalue().splitlines()
     assert line.endswith(
         "WARNING toolrelay.turn: turn failed  turn=req_1 tool_calls=2 error='two words'"
@@ -74,15 +75,15 @@ def test_pretty_lines_are_one_per_record_with_key_values() -> None:
 
 def test_a_secret_json_would_escape_is_masked_before_encoding() -> None:
     stream = io.StringIO()
-    root = logging.getLogger()
-    saved = (root.level, list(root.handlers))
     secret = 'quote"and\\back'
-    try:
-        configure_logging("INFO", "json", secrets=[secret], stream=stream)
-        logging.getLogger("toolrelay.test").info("key %s", secret, extra=fields(header=secret))
-    finally:
-        for handler in [h for h in root.handlers if h not in saved[1]]:
-            root.removeHandler(handler)
-        root.setLevel(saved[0])
+    configure_logging("INFO", "json", secrets=[secret], stream=stream)
+    logging.getLogger("toolrelay.test").info("key %s", secret, extra=fields(header=secret))
     line = orjson.loads(stream.getvalue())
     assert (line["msg"], line["header"]) == ("key ***", "***")
+
+
+def test_httpx_request_lines_only_at_debug() -> None:
+    configure_logging("INFO", "json", stream=io.StringIO())
+    assert not logging.getLogger("httpx").isEnabledFor(logging.INFO)
+    configure_logging("DEBUG", "json", stream=io.StringIO())
+    assert logging.getLogger("httpx").isEnabledFor(logging.DEBUG)
