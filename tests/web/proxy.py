@@ -21,6 +21,8 @@ class DroppingProxy:
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self.dropped = 0
+        self.requests: list[bytes] = []
+        """The first bytes of each browser connection's data (a request head, in order)."""
 
     def __enter__(self) -> DroppingProxy:
         self._thread.start()
@@ -74,7 +76,9 @@ class DroppingProxy:
         pair = (writer.transport, up_writer.transport)
         self._transports.update(pair)
         try:
-            await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
+            await asyncio.gather(
+                _pipe(reader, up_writer, self.requests), _pipe(up_reader, writer, None)
+            )
         finally:
             for transport in pair:
                 self._transports.discard(transport)
@@ -82,9 +86,13 @@ class DroppingProxy:
             self._tasks.discard(task)
 
 
-async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+async def _pipe(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, heads: list[bytes] | None
+) -> None:
     try:
         while data := await reader.read(65536):
+            if heads is not None and data[:4] in (b"GET ", b"POST", b"PATC", b"DELE"):
+                heads.append(data.split(b"\r\n\r\n", 1)[0])
             writer.write(data)
             await writer.drain()
         if writer.can_write_eof():

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from playwright.sync_api import Page, expect
+import re
+
+import orjson
+from playwright.sync_api import FilePayload, Page, expect
 
 from tests.web.conftest import ADMIN_KEY, CHAT, Web, sign_in
 from toolrelay.server.session import COOKIE
 from toolrelay.testing.fake_server import SSEReply
-from toolrelay.testing.wire import chat_chunks
+from toolrelay.testing.wire import ToolCallSpec, chat_chunks
 
 
 def send(page: Page, text: str) -> None:
@@ -46,7 +49,219 @@ def test_sign_in_keeps_only_an_httponly_cookie_and_a_streamed_answer_renders(
     expect(page.locator("#send")).to_be_visible()
     assert page.locator("article.user").inner_text() == "hi"
     # the new chat is in the sidebar and the address names it: a reload shows it again
-    expect(page.locator("#chat-list .chat-link")).to_have_count(1, timeout=5000)
+    expect(page.locator("#chat-list .chat-link[aria-current=page]")).to_have_count(1)
     page.reload()
     expect(page.locator("article.assistant .answer strong")).to_have_text("Hello")
     context.close()
+
+
+WATCH = """
+window.__argSnaps = [];
+window.__order = [];
+new MutationObserver(() => {
+  for (const pre of document.querySelectorAll("#messages .tool-args")) window.__argSnaps.push(pre.textContent);
+  const kinds = [...document.querySelectorAll("#messages article.assistant .items > *")]
+    .map((n) => n.classList.contains("tool") ? "tool:" + n.querySelector(".tool-name").textContent
+      : n.classList.contains("reasoning") ? "reasoning" : "answer");
+  const last = window.__order[window.__order.length - 1];
+  if (kinds.join() !== (last || []).join()) window.__order.push(kinds);
+}).observe(document.getElementById("messages"), { subtree: true, childList: true, characterData: true });
+"""
+
+
+def test_a_two_round_tool_turn_renders_item_by_item(page: Page, web: Web) -> None:
+    long_text = "x" * 40
+    web.upstream.route(
+        CHAT,
+        SSEReply(
+            chat_chunks(
+                reasoning=["Adding ", "first."],
+                tool_calls=[ToolCallSpec("add", {"a": 1, "b": 2, "note": long_text})],
+                args_pieces=10,
+                usage={"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18},
+            ),
+            delay=0.06,
+        ),
+        SSEReply(chat_chunks(tool_calls=[ToolCallSpec("search_web", {"query": "relay"})])),
+        SSEReply(
+            chat_chunks(
+                text=[
+                    "The sum is **3**",
+                    " and a relay race [1]",
+                    " is a team race.\n\n",
+                    "```python\nprint(3)\n```\n",
+                ],
+                usage={"prompt_tokens": 40, "completion_tokens": 9, "total_tokens": 49},
+            )
+        ),
+    )
+    page.evaluate(WATCH)
+    send(page, "add 1 and 2, then search")
+    turn = page.locator("article.assistant")
+    expect(turn.locator(".status-completed")).to_have_count(0)
+    expect(turn.locator(".answer strong")).to_have_text("3")
+    expect(turn).to_have_class(re.compile("status-completed"))
+    # reasoning: collapsed, with how long it took
+    reasoning = turn.locator("details.reasoning")
+    expect(reasoning.locator("summary")).to_have_text(re.compile(r"Thought for (<1|\d+) s"))
+    assert reasoning.get_attribute("open") is None
+    assert reasoning.locator(".reasoning-text").text_content() == "Adding first."
+    # one card per call, in order, each with its arguments and result
+    cards = turn.locator("details.tool")
+    expect(cards).to_have_count(2)
+    expect(cards.nth(0).locator(".tool-name")).to_have_text("add")
+    expect(cards.nth(0).locator(".tool-output")).to_have_text("3")
+    assert '"note": "' + long_text in (cards.nth(0).locator(".tool-args").text_content() or "")
+    expect(cards.nth(1).locator(".tool-name")).to_have_text("search_web")
+    expect(cards.nth(1).locator(".tool-output")).to_contain_text("Baton passing")
+    # citations, numbered, opening in a new tab without an opener
+    sources = turn.locator(".sources li a")
+    expect(sources).to_have_count(2)
+    assert sources.nth(0).get_attribute("href") == "https://example.org/relay"
+    assert sources.nth(0).get_attribute("target") == "_blank"
+    assert "noopener" in (sources.nth(0).get_attribute("rel") or "")
+    # code block with a copy button; usage and timings under the answer
+    expect(turn.locator("pre.code button.copy")).to_have_count(1)
+    expect(turn.locator(".meta .usage")).to_contain_text("2 tool calls")
+    expect(turn.locator(".meta .usage")).to_contain_text("51 in · 16 out")  # the turn's total
+    # item by item: the card was there while its arguments were still streaming, and
+    # each item appeared before the next one
+    snaps = page.evaluate("window.__argSnaps")
+    final_args = snaps[-1]
+    assert any(s and s != final_args and not s.startswith("{\n") for s in snaps), snaps[:20]
+    order = page.evaluate("window.__order")
+    assert order[0] == ["reasoning"]
+    assert ["reasoning", "tool:add"] in order
+    assert order[-1] == ["reasoning", "tool:add", "tool:search_web", "answer"]
+
+
+def test_stop_keeps_the_partial_answer_marked_stopped(page: Page, web: Web) -> None:
+    web.upstream.route(
+        CHAT,
+        SSEReply(chat_chunks(text=["Partial ", "words ", "then ", "silence"]), stall_after=3),
+    )
+    send(page, "talk")
+    answer = page.locator("article.assistant .answer")
+    expect(answer).to_contain_text("Partial words")
+    expect(page.locator("#stop")).to_be_visible()
+    page.press("#input", "Escape")
+    turn = page.locator("article.assistant")
+    expect(turn.locator(".badge.stopped")).to_have_text("Stopped")
+    expect(answer).to_contain_text("Partial words")
+    expect(page.locator("#send")).to_be_visible()
+    chat_id = page.evaluate("new URLSearchParams(location.hash.slice(1)).get('chat')")
+    with web.api() as api:
+        saved = api.get(f"/api/chats/{chat_id}").json()["messages"][-1]
+    assert saved["status"] == "cancelled" and saved["content"].startswith("Partial words")
+    page.reload()  # the saved, stopped turn looks the same after a reload
+    expect(page.locator("article.assistant .badge.stopped")).to_have_text("Stopped")
+
+
+def _approval_turn(web: Web, answer: str) -> None:
+    web.upstream.route(
+        CHAT,
+        SSEReply(
+            chat_chunks(
+                reasoning=["Must ", "delete."],
+                tool_calls=[ToolCallSpec("delete_file", {"path": "/tmp/old.txt"})],
+            )
+        ),
+        SSEReply(chat_chunks(text=[answer, " done."])),
+    )
+
+
+def test_approval_survives_a_reload_and_a_second_tab_sees_the_live_turn(
+    page: Page, web: Web
+) -> None:
+    _approval_turn(web, "Deleted")
+    send(page, "delete the old file")
+    card = page.locator("details.tool")
+    expect(card.locator(".approval button.approve")).to_be_visible()
+    expect(card.locator(".tool-state")).to_have_text("waiting for approval")
+    # reload mid-turn: the snapshot, then the turn's events again, the question too
+    page.reload()
+    expect(page.locator("article.user")).to_have_text("delete the old file")
+    expect(card.locator(".approval button.approve")).to_be_visible()
+    expect(page.locator("details.tool")).to_have_count(1)
+    expect(page.locator("details.reasoning")).to_have_count(1)
+    # a second tab on the same chat sees the same live turn
+    other = page.context.new_page()
+    other.goto(page.url)
+    expect(other.locator("details.tool .approval button.approve")).to_be_visible()
+    card.locator(".approval input").fill("it is old")
+    card.locator(".approval button.approve").click()
+    for tab in (page, other):
+        expect(tab.locator("article.assistant .answer")).to_have_text("Deleted done.")
+        expect(tab.locator("details.tool .tool-output")).to_have_text("deleted /tmp/old.txt")
+        expect(tab.locator("details.tool")).to_have_count(1)
+    other.close()
+
+
+def test_a_rejected_call_is_not_run_and_the_model_hears_why(page: Page, web: Web) -> None:
+    _approval_turn(web, "Kept")
+    send(page, "delete it")
+    page.locator("details.tool .approval input").fill("I still need it")
+    page.locator("details.tool .approval button.reject").click()
+    expect(page.locator("article.assistant .answer")).to_have_text("Kept done.")
+    output = page.locator("details.tool .tool-output")
+    expect(output).to_contain_text("rejected")
+    expect(page.locator("details.tool")).to_have_class(re.compile("failed"))
+    tool_message = web.upstream.requests[-1].json["messages"][-1]
+    assert tool_message["role"] == "tool" and "I still need it" in tool_message["content"]
+
+
+def test_client_tools_run_in_the_browser(page: Page, web: Web) -> None:
+    web.upstream.route(
+        CHAT,
+        SSEReply(chat_chunks(tool_calls=[ToolCallSpec("browser_time", {})])),
+        SSEReply(
+            chat_chunks(tool_calls=[ToolCallSpec("read_user_file", {"purpose": "to summarise it"})])
+        ),
+        SSEReply(chat_chunks(text="Read it.")),
+    )
+    send(page, "what time is it, and read my notes")
+    picker = page.locator("details.tool .file-pick")
+    expect(page.locator("details.tool .client-tool")).to_contain_text("to summarise it")
+    notes = FilePayload(name="notes.txt", mimeType="text/plain", buffer=b"buy milk\n")
+    picker.set_input_files(files=[notes])
+    expect(page.locator("article.assistant .answer")).to_have_text("Read it.")
+    time_result = orjson.loads(web.upstream.requests[1].json["messages"][-1]["content"])
+    zone = page.evaluate("Intl.DateTimeFormat().resolvedOptions().timeZone")
+    assert time_result["time_zone"] == zone and time_result["iso"].endswith("Z")
+    file_result = orjson.loads(web.upstream.requests[2].json["messages"][-1]["content"])
+    assert file_result["name"] == "notes.txt" and file_result["text"] == "buy milk\n"
+    declared = [t["function"]["name"] for t in web.upstream.requests[0].json["tools"]]
+    assert {"browser_time", "read_user_file"} <= set(declared)
+
+
+def test_a_dropped_connection_resumes_without_gaps_or_repeats(page: Page, web: Web) -> None:
+    pieces = [f"w{i} " for i in range(30)]
+    web.upstream.route(
+        CHAT,
+        SSEReply(
+            chat_chunks(
+                reasoning=["Deleting."], tool_calls=[ToolCallSpec("delete_file", {"path": "/x"})]
+            )
+        ),
+        SSEReply(chat_chunks(text=pieces), delay=0.03),
+    )
+    send(page, "go")
+    approve = page.locator("details.tool .approval button.approve")
+    expect(approve).to_be_visible()
+    page.evaluate("document.querySelector('article.user').dataset.kept = 'yes'")
+    seen = len(web.proxy.requests)
+    assert web.proxy.drop() >= 1  # the event stream was open: now it is cut
+    approve.click()  # a new connection; the stream reconnects with Last-Event-ID
+    answer = page.locator("article.assistant .answer")
+    expect(answer).to_contain_text("w5 ")
+    web.proxy.drop()  # and once more while the answer streams
+    expect(page.locator("article.assistant")).to_have_class(re.compile("status-completed"))
+    assert (answer.text_content() or "").strip() == "".join(pieces).strip()
+    expect(page.locator("details.tool")).to_have_count(1)
+    expect(page.locator("details.reasoning")).to_have_count(1)
+    expect(page.locator("#banner")).to_be_hidden()
+    # resumed, not rebuilt: the same DOM, and every reconnect named the last event seen
+    expect(page.locator("article.user[data-kept=yes]")).to_have_count(1)
+    reconnects = [h for h in web.proxy.requests[seen:] if b"/events" in h.split(b"\r\n")[0]]
+    assert len(reconnects) >= 2
+    assert all(b"\r\nlast-event-id: " in h.lower() for h in reconnects), reconnects

@@ -2,7 +2,7 @@
 
 import { api, ApiError, setCsrf } from "/static/api.js";
 import { ChatStream } from "/static/stream.js";
-import { TurnView, userMessage } from "/static/render.js";
+import { TurnView, onFlushed, userMessage } from "/static/render.js";
 import { CLIENT_TOOLS, runClientTool } from "/static/client_tools.js";
 
 const $ = (id) => document.getElementById(id);
@@ -244,7 +244,6 @@ function closeStream() {
 }
 
 const turnContext = {
-  scrolled: () => stickToBottom(),
   answerApproval: (id, approved, reason) =>
     api("POST", `/api/chats/${state.chatId}/tool-results`, { id, approved, reason }),
   runClientTool: async (data, card) => {
@@ -327,6 +326,8 @@ $("messages").addEventListener("scroll", () => {
   const box = $("messages");
   pinned = box.scrollHeight - box.scrollTop - box.clientHeight < 80;
 });
+
+onFlushed(() => stickToBottom()); // once per frame, after the frame's DOM changes
 
 function stickToBottom(force = false) {
   const box = $("messages");

@@ -30,45 +30,57 @@ DOMPurify.addHook("afterSanitizeAttributes", (node) => {
   }
 });
 
+DOMPurify.setConfig({ ...PURIFY, RETURN_DOM_FRAGMENT: true }); // parsed once, not per call
+
 export function sanitize(html) {
-  return DOMPurify.sanitize(html, { ...PURIFY, RETURN_DOM_FRAGMENT: true });
+  return DOMPurify.sanitize(html);
 }
 
 const FENCE = /^ {0,3}(`{3,}|~{3,})/;
 const LIST_ITEM = /^ {0,3}(?:[-*+]|\d{1,9}[.)])\s/;
 
-// Offsets where finished blocks end (each cut is just after a blank line).
-export function blockCuts(text, from = 0, fenceState = null) {
-  const cuts = [];
-  let fence = fenceState;
-  let pos = from;
-  let prevLine = "";
-  let lastBlockIsList = false;
-  while (pos < text.length) {
-    const nl = text.indexOf("\n", pos);
-    if (nl < 0) break;
-    const line = text.slice(pos, nl);
-    const next = nl + 1;
-    const m = FENCE.exec(line);
-    if (fence) {
-      if (m && m[1][0] === fence[0] && m[1].length >= fence.length && line.trim() === m[1]) fence = null;
-    } else if (m) {
-      fence = m[1];
-    } else if (line.trim() === "" && prevLine.trim() !== "") {
-      // a blank line ends a block unless what follows continues it
-      const end = text.indexOf("\n", next);
-      if (end < 0) break; // the next line is not complete yet
-      const following = text.slice(next, end);
-      const continues = /^\s/.test(following) || following.trim() === "" ||
-        (lastBlockIsList && LIST_ITEM.test(following));
-      if (!continues) cuts.push(next);
-    }
-    if (!fence && line.trim() !== "") lastBlockIsList = LIST_ITEM.test(line) || (lastBlockIsList && /^\s/.test(line));
-    prevLine = line;
-    pos = next;
+// Where finished blocks end (each cut is just after a blank line), found incrementally:
+// the text only grows while it streams, so each line is looked at once.
+export class BlockSplitter {
+  constructor() {
+    this.pos = 0;          // start of the first line not yet scanned
+    this.fence = null;     // the open code fence, if any
+    this.prevBlank = true; // the line before `pos` was blank (or there is none)
+    this.inList = false;   // the current block is a list
   }
-  return cuts;
+
+  // New cut offsets in `text` (which must extend the text of the previous calls).
+  feed(text) {
+    const cuts = [];
+    while (this.pos < text.length) {
+      const nl = text.indexOf("\n", this.pos);
+      if (nl < 0) break;
+      const line = text.slice(this.pos, nl);
+      const next = nl + 1;
+      const blank = line.trim() === "";
+      if (this.fence) {
+        const m = FENCE.exec(line);
+        if (m && m[1][0] === this.fence[0] && m[1].length >= this.fence.length && line.trim() === m[1]) this.fence = null;
+      } else if (FENCE.test(line)) {
+        this.fence = FENCE.exec(line)[1];
+      } else if (blank && !this.prevBlank) {
+        // a blank line ends a block unless what follows continues it
+        const end = text.indexOf("\n", next);
+        if (end < 0) break; // the next line is not complete yet: look again later
+        const following = text.slice(next, end);
+        const continues = /^\s/.test(following) || following.trim() === "" ||
+          (this.inList && LIST_ITEM.test(following));
+        if (!continues) cuts.push(next);
+      }
+      if (!this.fence && !blank) this.inList = LIST_ITEM.test(line) || (this.inList && /^\s/.test(line));
+      this.prevBlank = blank && !this.fence;
+      this.pos = next;
+    }
+    return cuts;
+  }
 }
+
+export function blockCuts(text) { return new BlockSplitter().feed(text); }
 
 function renderBlock(source) {
   const fragment = sanitize(marked.parse(source));
@@ -120,20 +132,37 @@ export class MarkdownView {
     this.done = 0;          // offset of the end of the finished blocks
     this.tail = null;       // the element holding the unfinished last block
     this.rendered = -1;     // text length the tail was last rendered at
+    this.tailStale = false;
+    this.splitter = new BlockSplitter();
+    this.cuts = [];         // found but not yet rendered
   }
 
-  set(text) { this.text = text; }
+  set(text) {
+    if (!text.startsWith(this.text)) { // not a continuation: start over
+      this.root.replaceChildren();
+      this.done = 0;
+      this.tail = null;
+      this.splitter = new BlockSplitter();
+      this.cuts = [];
+    }
+    this.text = text;
+  }
 
   append(delta) { this.text += delta; }
 
-  // Render what changed since the last call; `final` renders the last block as finished.
-  render(final = false) {
-    if (this.rendered === this.text.length && !final) return;
-    const cuts = blockCuts(this.text, this.done);
-    for (const cut of cuts) {
+  // Render what changed, within the frame's budget: finished blocks first (each once),
+  // then the unfinished last block. Returns false when time ran out (call again next frame).
+  render(deadline = Infinity) {
+    if (this.rendered === this.text.length && !this.tailStale) return true;
+    this.cuts.push(...this.splitter.feed(this.text));
+    while (this.cuts.length) {
+      if (performance.now() > deadline) return false;
+      const cut = this.cuts.shift();
       this.finishBlock(this.text.slice(this.done, cut));
       this.done = cut;
+      this.tailStale = true;
     }
+    if (performance.now() > deadline) return false;
     const rest = this.text.slice(this.done);
     if (!this.tail) {
       this.tail = document.createElement("div");
@@ -142,26 +171,20 @@ export class MarkdownView {
     }
     this.tail.replaceChildren(rest.trim() ? renderBlock(rest) : "");
     this.rendered = this.text.length;
+    this.tailStale = false;
+    return true;
   }
 
   finishBlock(source) {
     const block = document.createElement("div");
-    block.className = "md-block";
+    block.className = "md-block done";
     block.append(renderBlock(source));
     if (this.tail) this.root.insertBefore(block, this.tail);
     else this.root.append(block);
   }
-
-  // Whether rendering the rest would be one big task: callers then render in slices.
-  pendingBlocks() { return blockCuts(this.text, this.done).length; }
-
-  // Render at most `max` finished blocks (for a long saved answer shown over several tasks).
-  renderSome(max) {
-    const cuts = blockCuts(this.text, this.done).slice(0, max);
-    for (const cut of cuts) {
-      this.finishBlock(this.text.slice(this.done, cut));
-      this.done = cut;
-    }
-    return cuts.length;
-  }
 }
+
+// Warm marked and DOMPurify up while the page is idle, so the first streamed answer's
+// first frame does not pay for compiling them.
+const WARM_UP = "# t\n\n**b** _i_ `c` [l](https://example.org)\n\n- a\n- b\n\n1. c\n\n```js\nlet x = 1;\n```\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n> q\n";
+(globalThis.requestIdleCallback || setTimeout)(() => { for (let i = 0; i < 3; i++) renderBlock(WARM_UP); });

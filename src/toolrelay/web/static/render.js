@@ -8,10 +8,15 @@
 import { MarkdownView } from "/static/markdown.js";
 
 const RESULT_PREVIEW = 4000;
-const BLOCKS_PER_FRAME = 8;
+const FRAME_BUDGET_MS = 3;
 
+// Views with changes, flushed together once per animation frame within a time budget
+// (what does not fit waits for the next frame: no long task however fast events come).
 let queued = new Set();
 let frame = 0;
+let afterFlush = null;
+
+export function onFlushed(callback) { afterFlush = callback; }
 
 function schedule(view) {
   queued.add(view);
@@ -20,9 +25,14 @@ function schedule(view) {
 
 function flushAll() {
   frame = 0;
+  const deadline = performance.now() + FRAME_BUDGET_MS;
   const views = queued;
   queued = new Set();
-  for (const view of views) view.flush();
+  for (const view of views) {
+    if (performance.now() > deadline) { queued.add(view); continue; }
+    view.flush(deadline);
+  }
+  if (afterFlush) afterFlush();
   if (queued.size && !frame) frame = requestAnimationFrame(flushAll);
 }
 
@@ -77,14 +87,9 @@ class MessageItem {
     this.final = true;
     schedule(this);
   }
-  flush() {
-    if (this.md.renderSome(BLOCKS_PER_FRAME) === BLOCKS_PER_FRAME && this.md.pendingBlocks()) {
-      schedule(this); // a long saved answer: the rest in the next frames
-      return;
-    }
-    this.md.render(this.final);
+  flush(deadline) {
+    if (!this.md.render(deadline)) { schedule(this); return; } // the rest next frame
     if (this.final) this.node.setAttribute("aria-busy", "false");
-    this.turn.scrolled();
   }
 }
 
@@ -255,8 +260,6 @@ export class TurnView {
     this.sourceCount = 0;
     this.actions = [];
   }
-
-  scrolled() { this.ctx.scrolled(); }
 
   add(index, view, id) {
     this.byIndex.set(index, view);

@@ -54,9 +54,12 @@ export class ChatStream {
     const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
     let buffer = "";
     let frame = { id: null, event: null, data: [] };
+    let count = 0;
+    let slice = performance.now();
     for (;;) {
       const { value, done } = await reader.read();
       if (done) return;
+      slice = performance.now();
       buffer += value;
       let start = 0;
       for (;;) {
@@ -68,6 +71,10 @@ export class ChatStream {
         if (line === "") {
           if (frame.data.length) this.dispatch(frame);
           frame = { id: null, event: null, data: [] };
+          if (++count % 16 === 0 && performance.now() - slice > SLICE_MS) {
+            await yieldToBrowser(); // a burst of thousands of events: let frames render
+            slice = performance.now();
+          }
           continue;
         }
         if (line.startsWith(":")) continue;
@@ -94,6 +101,13 @@ export class ChatStream {
     this.closed = true;
     if (this.controller) this.controller.abort();
   }
+}
+
+const SLICE_MS = 3;
+
+function yieldToBrowser() {
+  if (globalThis.scheduler && typeof scheduler.yield === "function") return scheduler.yield();
+  return new Promise((resolve) => setTimeout(resolve, 0));
 }
 
 function sleep(ms) { return new Promise((resolve) => setTimeout(resolve, ms)); }

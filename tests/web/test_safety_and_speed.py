@@ -1,0 +1,108 @@
+"""Hostile model and tool output executes nothing; a 5,000-chunk answer streams smoothly."""
+
+from __future__ import annotations
+
+import os
+import re
+
+from playwright.sync_api import Page, expect
+
+from tests.web.conftest import CHAT, Web, prioritise_renderers
+from tests.web.test_page import send
+from toolrelay.testing.fake_server import SSEReply
+from toolrelay.testing.wire import ToolCallSpec, chat_chunks
+
+HOSTILE_MARKDOWN = [
+    "Look: <script>window.__pwned = 'script'</script>\n\n",
+    "<img src=x onerror=\"window.__pwned = 'onerror'\">\n\n",
+    "[click me](javascript:window.__pwned='link') and ",
+    "<a href=\"javascript:window.__pwned='a'\">this</a> and ",
+    '<a href="https://example.org/ok" onclick="window.__pwned=\'onclick\'">fine</a>\n\n',
+    "<iframe src=\"javascript:parent.__pwned='iframe'\"></iframe>\n\n",
+    "<svg onload=\"window.__pwned='svg'\"><circle r=1 /></svg>\n\n",
+    "<details open ontoggle=\"window.__pwned='toggle'\"><summary>x</summary>y</details>\n\n",
+    "![img](javascript:window.__pwned='img') <form action=\"javascript:1\"><button>go</button></form>\n\n",
+    "<style>body{display:none}</style>the end",
+]
+
+
+def test_hostile_markdown_html_and_tool_results_execute_nothing(page: Page, web: Web) -> None:
+    web.upstream.route(
+        CHAT,
+        SSEReply(
+            chat_chunks(
+                reasoning=["<img src=x onerror=\"window.__pwned='reasoning'\">"],
+                tool_calls=[ToolCallSpec("hostile_text", {}), ToolCallSpec("show_chart", {})],
+            )
+        ),
+        SSEReply(chat_chunks(text=HOSTILE_MARKDOWN)),
+    )
+    send(page, "<img src=x onerror=\"window.__pwned='user'\">")
+    turn = page.locator("article.assistant")
+    expect(turn).to_have_class(re.compile("status-completed"))
+    expect(turn.locator(".answer")).to_contain_text("the end")
+    embed = turn.locator(".embeds iframe")
+    expect(embed).to_have_count(1)
+    expect(embed.content_frame.locator("h3")).to_have_text("chart")  # shown, but inert
+    turn.locator(".answer a", has_text="click me").click()
+    turn.locator(".answer a", has_text="this").click()
+    page.wait_for_function("document.querySelectorAll('.md-block').length > 3")
+    assert page.evaluate("window.__pwned") is None
+    assert page.evaluate("window.__messages") == []  # the embed could not reach the page
+    assert page.title() == "toolrelay"
+    answer = turn.locator(".answer")
+    assert answer.locator("script, iframe, svg, form, style, button:not(.copy)").count() == 0
+    assert answer.locator("[onerror], [onclick], [onload], [ontoggle]").count() == 0
+    assert answer.locator("a[href^='javascript'], img[src^='javascript']").count() == 0
+    hrefs = answer.locator("a[href]").evaluate_all("(as) => as.map((a) => a.getAttribute('href'))")
+    assert hrefs == ["https://example.org/ok"]
+    sandbox = embed.get_attribute("sandbox") or ""
+    assert "allow-same-origin" not in sandbox
+    # the tool's hostile result and the user's own text are shown as text
+    expect(turn.locator("details.tool .tool-output").first).to_contain_text("<script>")
+    expect(page.locator("article.user")).to_contain_text("onerror")
+    expect(turn.locator(".reasoning-text")).to_contain_text("onerror")
+
+
+def test_a_5000_chunk_answer_has_no_long_task_and_matches_the_saved_answer(
+    page: Page, web: Web
+) -> None:
+    paragraphs = []
+    for i in range(60):
+        paragraphs.append(f"## Part {i}\n\nSome **bold** words and `code` in paragraph {i}.")
+        paragraphs.append(f"- item {i}.a\n- item {i}.b with [a link](https://example.org/{i})")
+        if i % 6 == 0:
+            paragraphs.append(f"```python\ndef f{i}(x):\n    return x * {i}\n```")
+        if i % 10 == 0:
+            paragraphs.append("| a | b |\n|---|---|\n| 1 | 2 |")
+    text = "\n\n".join(paragraphs) + "\n"
+    size = len(text) // 5000 + 1
+    pieces = [text[i : i + size] for i in range(0, len(text), size)]
+    assert len(pieces) >= 4000
+    while len(pieces) < 5000:  # exactly 5,000 chunks: split the longest ones further
+        longest = max(range(len(pieces)), key=lambda j: len(pieces[j]))
+        piece = pieces[longest]
+        pieces[longest : longest + 1] = [piece[: len(piece) // 2], piece[len(piece) // 2 :]]
+    assert len(pieces) == 5000 and "".join(pieces) == text
+    web.upstream.route(CHAT, SSEReply(chat_chunks(text=pieces)))
+    assert prioritise_renderers() > 0 or os.geteuid() != 0
+    started = page.evaluate("performance.now()")
+    send(page, "write a lot")
+    turn = page.locator("article.assistant")
+    expect(turn).to_have_class(re.compile("status-completed"), timeout=60_000)
+    expect(turn.locator(".answer h2")).to_have_count(60)
+    long_tasks = [d for t, d in page.evaluate("window.__longTasks") if t >= started]
+    assert max(long_tasks, default=0) <= 50, long_tasks
+    live = turn.locator(".answer").inner_html()
+    chat_id = page.evaluate("new URLSearchParams(location.hash.slice(1)).get('chat')")
+    with web.api() as api:
+        saved = api.get(f"/api/chats/{chat_id}").json()["messages"][-1]
+    assert saved["content"] == text.strip() or saved["content"] == text
+    # the page rendered from the saved chat is the page the stream built
+    page.reload()
+    reloaded = page.locator("article.assistant .answer")
+    expect(reloaded.locator("h2")).to_have_count(60)
+    page.wait_for_function(
+        "document.querySelector('article.assistant .answer').getAttribute('aria-busy') === 'false'"
+    )
+    assert reloaded.inner_html() == live
