@@ -5,12 +5,15 @@ from __future__ import annotations
 import re
 
 import orjson
+import pytest
 from playwright.sync_api import FilePayload, Page, expect
 
 from tests.web.conftest import ADMIN_KEY, CHAT, Web, sign_in
 from toolrelay.server.session import COOKIE
 from toolrelay.testing.fake_server import SSEReply
 from toolrelay.testing.wire import ToolCallSpec, chat_chunks
+
+pytestmark = pytest.mark.xdist_group("web")  # one server and one browser for the page tests
 
 
 def send(page: Page, text: str) -> None:

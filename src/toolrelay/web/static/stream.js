@@ -71,7 +71,7 @@ export class ChatStream {
         if (line === "") {
           if (frame.data.length) this.dispatch(frame);
           frame = { id: null, event: null, data: [] };
-          if (++count % 16 === 0 && performance.now() - slice > SLICE_MS) {
+          if (++count % 8 === 0 && performance.now() - slice > SLICE_MS) {
             await yieldToBrowser(); // a burst of thousands of events: let frames render
             slice = performance.now();
           }
@@ -105,8 +105,9 @@ export class ChatStream {
 
 const SLICE_MS = 3;
 
+// A macrotask, not `scheduler.yield()`: its continuation would outrank rendering, and a
+// burst would be parsed to the end before the first frame is drawn.
 function yieldToBrowser() {
-  if (globalThis.scheduler && typeof scheduler.yield === "function") return scheduler.yield();
   return new Promise((resolve) => setTimeout(resolve, 0));
 }
 
