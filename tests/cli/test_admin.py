@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import sys
-import types
 from pathlib import Path
 from typing import Any
 
@@ -147,14 +145,12 @@ def test_serve_runs_uvicorn_with_the_settings_and_flags(
     config = tmp_path / "toolrelay.toml"
     config.write_text('host = "0.0.0.0"\nport = 9123\nlocal = false\n')  # no embedded model
     calls: list[tuple[Any, dict[str, Any]]] = []
-    fake_app = types.ModuleType("toolrelay.server.app")
 
     def create_app(settings: Any, *, registry: Registry) -> Any:
         assert isinstance(registry, Registry)  # built before the server starts
         return ("app", settings.port)
 
-    fake_app.create_app = create_app  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "toolrelay.server.app", fake_app)
+    monkeypatch.setattr("toolrelay.server.app.create_app", create_app)  # the rest stays real
     monkeypatch.setattr("uvicorn.run", lambda app, **kw: calls.append((app, kw)))
     logs: list[tuple[Any, ...]] = []
     monkeypatch.setattr("toolrelay.server.logs.configure_logging", lambda *a, **kw: logs.append(a))
