@@ -95,6 +95,16 @@ class Metrics:
         )
         self._listener: Any = None
         self._thread: threading.Thread | None = None
+        self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
+
+    def child(self, metric: Any, *labels: str) -> Any:
+        """`metric.labels(*labels)`, remembered: the per-call lookup is a dict hit (the label
+        sets are bounded: routes, tools (invented names pooled) and a few statuses)."""
+        key = (id(metric), labels)
+        found = self._children.get(key)
+        if found is None:
+            found = self._children[key] = metric.labels(*labels)
+        return found
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
@@ -154,9 +164,10 @@ class _TurnMetrics:
             yield call
             status = "ok" if call.error is None else "error"
         finally:
-            self.m.model_calls.labels(self.route, status).inc()
+            m = self.m
+            m.child(m.model_calls, self.route, status).inc()
             if call.ttfb_s is not None:
-                self.m.ttfb.labels(self.route).observe(call.ttfb_s)
+                m.child(m.ttfb, self.route).observe(call.ttfb_s)
 
     @contextmanager
     def tool_call(self, call: ToolCall) -> Iterator[object]:
@@ -166,15 +177,15 @@ class _TurnMetrics:
             status = call.status
         finally:
             tool = call.name if call.known else UNKNOWN_TOOL
-            self.m.tool_calls.labels(tool, status).inc()
+            self.m.child(self.m.tool_calls, tool, status).inc()
 
     def finished(self, summary: TurnSummary) -> None:
         m, route = self.m, self.route
-        m.turns.labels(route, summary.status).inc()
-        m.turn_duration.labels(route).observe(summary.duration_s)
+        m.child(m.turns, route, summary.status).inc()
+        m.child(m.turn_duration, route).observe(summary.duration_s)
         usage = summary.usage
         tokens_in, tokens_out = usage.get("input_tokens"), usage.get("output_tokens")
         if isinstance(tokens_in, int) and tokens_in > 0:
-            m.tokens.labels(route, "in").inc(tokens_in)
+            m.child(m.tokens, route, "in").inc(tokens_in)
         if isinstance(tokens_out, int) and tokens_out > 0:
-            m.tokens.labels(route, "out").inc(tokens_out)
+            m.child(m.tokens, route, "out").inc(tokens_out)
