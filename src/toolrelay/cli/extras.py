@@ -22,7 +22,14 @@ OTEL = ("opentelemetry.sdk", "opentelemetry.exporter.otlp.proto.http")
 
 def missing_extra(modules: tuple[str, ...]) -> list[str]:
     """The modules of `modules` that are not installed."""
-    return [name for name in modules if importlib.util.find_spec(name) is None]
+    return [name for name in modules if not _installed(name)]
+
+
+def _installed(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:  # a dotted name whose parent package is missing
+        return False
 
 
 def require(what: str, extra: str, modules: tuple[str, ...]) -> None:

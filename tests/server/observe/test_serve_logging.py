@@ -36,3 +36,16 @@ def test_level_and_format_from_env_file_and_flags(
     assert [(lvl, fmt) for lvl, fmt, _ in logs] == [("WARNING", "json"), ("ERROR", "pretty")]
     assert ran == ["warning", "error"]
     assert "tr-the-admin-key-xyz" in list(logs[0][2]["secrets"])  # the redactor knows it
+
+
+def test_a_missing_otel_extra_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = tmp_path / "toolrelay.toml"
+    config.write_text(
+        f"local = false\ndata_dir = {str(tmp_path / 'd')!r}\n"
+        'otel_endpoint = "http://127.0.0.1:4318/v1/traces"\n'
+    )
+    # as if the extra were missing: a dotted name whose parent package is not installed
+    monkeypatch.setattr("toolrelay.cli.serve.OTEL", ("no_such_package.sdk",))
+    result = CliRunner().invoke(app, ["serve", "--config", str(config)])
+    assert result.exit_code == 2
+    assert "pip install 'toolrelay[otel]'" in result.output
