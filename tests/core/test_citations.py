@@ -379,3 +379,31 @@ def test_terminal_tools_mapping() -> None:
 )
 def test_terminal_event(tool: str, args: dict[str, Any], expected: Event | None) -> None:
     assert terminal_event(tool, args) == expected
+
+
+def test_saved_sources_are_the_sources_the_events_gave() -> None:
+    """A reloaded page gets a saved turn's citations again from its completed tool calls."""
+    from toolrelay.core.citations import citation_sources, saved_sources
+
+    results = '[{"title": "T", "link": "https://e.org", "snippet": "s"}]'
+    output = [
+        {
+            "type": "function_call",
+            "call_id": "c1",
+            "name": "search_web",
+            "arguments": '{"query": "q"}',
+        },
+        {"type": "function_call_output", "call_id": "c1", "output": results, "status": "completed"},
+        {"type": "function_call", "call_id": "c2", "name": "add", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c2", "output": "3", "status": "completed"},
+        {"type": "function_call", "call_id": "c3", "name": "fetch_url", "arguments": "{}"},
+        {
+            "type": "function_call_output",
+            "call_id": "c3",
+            "output": "Error: 404",
+            "status": "failed",
+        },
+    ]
+    assert saved_sources(output) == citation_sources("search_web", {"query": "q"}, results)
+    assert saved_sources(output)  # not empty: the search cites
+    assert saved_sources(output[2:]) == []

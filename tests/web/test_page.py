@@ -136,6 +136,11 @@ def test_a_two_round_tool_turn_renders_item_by_item(page: Page, web: Web) -> Non
     assert order[0] == ["reasoning"]
     assert ["reasoning", "tool:add"] in order
     assert order[-1] == ["reasoning", "tool:add", "tool:search_web", "answer"]
+    # the saved turn shows the same after a reload, citations included
+    page.reload()
+    expect(page.locator("article.assistant .sources li a")).to_have_count(2)
+    expect(page.locator("article.assistant details.tool")).to_have_count(2)
+    expect(page.locator("article.assistant .meta .usage")).to_contain_text("2 tool calls")
 
 
 def test_stop_keeps_the_partial_answer_marked_stopped(page: Page, web: Web) -> None:

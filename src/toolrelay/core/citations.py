@@ -12,7 +12,7 @@ whether citations are on (the caller does), or emit anything itself.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 import orjson
@@ -30,6 +30,7 @@ __all__ = [
     "TERMINAL_TOOLS",
     "citation_sources",
     "looks_like_error",
+    "saved_sources",
     "terminal_event",
 ]
 
@@ -68,6 +69,41 @@ def citation_sources(
     if sources is None:
         return [_fallback(tool_name, text, tool_id)]
     return sources
+
+
+def saved_sources(output: Sequence[Mapping[str, Any]]) -> list[Source]:
+    """The citation sources of a saved turn, as its `source` events gave them live.
+
+    Sources are events, not stored items; a client that loads a saved chat (the web
+    page after a reload) gets them from the turn's completed tool calls again.
+    """
+    results = {
+        item.get("call_id"): item
+        for item in output
+        if item.get("type") == "function_call_output"
+        and item.get("status", "completed") == "completed"
+    }
+    sources: list[Source] = []
+    for item in output:
+        name = item.get("name")
+        result = results.get(item.get("call_id"))
+        if item.get("type") != "function_call" or result is None or name not in CITATION_TOOLS:
+            continue
+        arguments = _loads(str(item.get("arguments") or "{}"))
+        sources += citation_sources(
+            str(name), arguments if isinstance(arguments, Mapping) else {}, _output_text(result)
+        )
+    return sources
+
+
+def _output_text(item: Mapping[str, Any]) -> str:
+    output = item.get("output")
+    if isinstance(output, str):
+        return output
+    if isinstance(output, list):
+        texts = (p.get("text") for p in output if isinstance(p, Mapping))
+        return "".join(t for t in texts if isinstance(t, str))
+    return ""
 
 
 _ERROR_PREFIXES: Final = ("error:", "error ", "exception:", "traceback", "http error")

@@ -21,6 +21,7 @@ from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import StreamingResponse
 
 from toolrelay.adapters.stores import Chat, StoredMessage
+from toolrelay.core.citations import saved_sources
 from toolrelay.core.events import Event
 from toolrelay.server.api_log import API_CHAT_PREFIX
 from toolrelay.server.client_tools import client_tools
@@ -71,6 +72,7 @@ def message_json(m: StoredMessage) -> dict[str, Any]:
         "timings": m.timings,
         "model": m.model,
         "follow_ups": m.follow_ups,
+        "sources": saved_sources(m.output) if m.role == "assistant" else [],
         "created_at": m.created_at.isoformat(),
     }
 

@@ -342,6 +342,7 @@ export class TurnView {
     if (!(message.output || []).some((i) => i.type === "message") && message.content) {
       this.itemDone(-1, { type: "message", content: [{ type: "output_text", text: String(message.content) }] });
     }
+    for (const source of message.sources || []) this.addSource(source);
     if (message.status === "in_progress") return;
     this.finish({
       status: message.status, usage: message.usage, output: message.output,
@@ -414,6 +415,7 @@ export class TurnView {
       this.sources.append(li);
     }
     this.sources.hidden = false;
+    schedule(this); // keeps the view pinned to the bottom
   }
 
   setUsage(usage) {
