@@ -52,6 +52,7 @@ BODY = orjson.dumps(
     {"model": "fake", "messages": [{"role": "user", "content": "hi"}], "stream": True}
 )
 EXPECTED = "".join(f"tok{i} " for i in range(CHUNKS))
+REDIS_URL = "redis://127.0.0.1:6379/0"
 ROOT = Path(__file__).resolve().parent.parent
 """This checkout: its `src` and `benchmarks` go first on the children's path."""
 SERVER_CPUS = {0}
@@ -212,6 +213,8 @@ def servers(workers: int | None = None) -> Iterator[list[Contender]]:
             port = free_port()
             folder = tempfile.mkdtemp(dir=data)
             server_env = toolrelay_env(env, src, folder, port, upstream_url)
+            if workers is not None:  # several workers share a bus (server/workers.py)
+                server_env["TOOLRELAY_EVENTS_URL"] = REDIS_URL
             pid = stack.enter_context(spawned(serve, server_env, server_cpus))
             found.append(Contender(name, port, auth, pid))
         for contender in found[1:]:

@@ -232,7 +232,9 @@ class Upstream:
         loop = asyncio.get_running_loop()
         total = self.timeouts.total
         deadlines = Deadlines(self.timeouts, None if total is None else loop.time() + total)
-        body = orjson.dumps(payload, default=_json_default)
+        # a copy of the exact size: orjson's own result reserves 4 KiB, and the request
+        # (with its body) lives as long as the stream does
+        body = bytes(memoryview(orjson.dumps(payload, default=_json_default)))
         attempt = 0
         while True:
             attempt += 1

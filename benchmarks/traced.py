@@ -1,0 +1,75 @@
+"""Run a server with tracemalloc on; asked by a file, it writes what Python holds now.
+
+`python -m benchmarks.traced OUT toolrelay serve …` or `… OUT proxy PORT URL`.
+When `OUT.ask` appears (a thread looks every 50 ms: a signal would wait for
+the event loop to run Python code), the process writes one JSON object to OUT:
+`traced` (bytes held now), `top` (the 25 allocation sites holding the
+most, file:line, bytes and blocks) and `files` (the same per file), and
+removes `OUT.ask`.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+import tracemalloc
+
+import orjson
+
+
+def _dump(out: str) -> None:
+    snapshot = tracemalloc.take_snapshot().filter_traces(
+        [tracemalloc.Filter(False, tracemalloc.__file__)]
+    )
+    top = [
+        {
+            "where": f"{s.traceback[0].filename}:{s.traceback[0].lineno}",
+            "bytes": s.size,
+            "blocks": s.count,
+        }
+        for s in snapshot.statistics("lineno")[:25]
+    ]
+    files = [
+        {"where": s.traceback[0].filename, "bytes": s.size, "blocks": s.count}
+        for s in snapshot.statistics("filename")[:40]
+    ]
+    ours = [
+        {"where": f"{s.traceback[0].filename}:{s.traceback[0].lineno}", "bytes": s.size}
+        for s in snapshot.filter_traces([tracemalloc.Filter(True, "*/toolrelay/*")]).statistics(
+            "lineno"
+        )[:40]
+    ]
+    current, _ = tracemalloc.get_traced_memory()
+    tmp = out + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(orjson.dumps({"traced": current, "top": top, "files": files, "ours": ours}))
+    os.replace(tmp, out)
+
+
+def main() -> None:
+    out, kind, *rest = sys.argv[1:]
+    tracemalloc.start()
+
+    def watch() -> None:
+        while True:
+            if os.path.exists(out + ".ask"):
+                _dump(out)
+                os.unlink(out + ".ask")
+            time.sleep(0.05)
+
+    threading.Thread(target=watch, daemon=True).start()
+    if kind == "proxy":
+        from benchmarks import proxy
+
+        sys.argv = ["proxy", *rest]
+        proxy.main()
+    else:
+        from toolrelay.cli.main import app
+
+        app(rest, prog_name="toolrelay")
+
+
+if __name__ == "__main__":
+    main()
