@@ -10,7 +10,7 @@ from playwright.sync_api import FilePayload, Page, expect
 
 from tests.web.conftest import ADMIN_KEY, CHAT, Web, sign_in
 from toolrelay.server.session import COOKIE
-from toolrelay.testing.fake_server import SSEReply
+from toolrelay.testing.fake_server import RawReply, SSEReply
 from toolrelay.testing.wire import ToolCallSpec, chat_chunks
 
 pytestmark = pytest.mark.xdist_group("web")  # one server and one browser for the page tests
@@ -273,3 +273,43 @@ def test_a_dropped_connection_resumes_without_gaps_or_repeats(page: Page, web: W
     reconnects = [h for h in web.proxy.requests[seen:] if b"/events" in h.split(b"\r\n")[0]]
     assert len(reconnects) >= 2
     assert all(b"\r\nlast-event-id: " in h.lower() for h in reconnects), reconnects
+
+
+def test_errors_show_in_place_with_what_to_do(page: Page, web: Web) -> None:
+    web.upstream.route(CHAT, RawReply(503, b'{"error": {"message": "overloaded"}}'))
+    web.upstream.set_default(RawReply(503, b'{"error": {"message": "overloaded"}}'))
+    send(page, "hello?")
+    box = page.locator("article.assistant .error-box")
+    expect(box).to_be_visible()
+    expect(box).to_have_attribute("role", "alert")
+    expect(box.locator(".hint")).to_contain_text("model server")
+    expect(page.locator("article.assistant .badge.failed")).to_be_visible()
+    expect(page.locator("#send")).to_be_visible()
+    # the session ends (cookie gone): the next action asks to sign in again, saying why
+    page.context.clear_cookies()
+    page.fill("#input", "again")
+    page.press("#input", "Enter")
+    expect(page.locator("#signin")).to_be_visible()
+    expect(page.locator("#signin-error")).to_contain_text("sign in")
+
+
+def test_rename_search_and_delete_chats(page: Page, web: Web) -> None:
+    web.upstream.set_default(SSEReply(chat_chunks(text="ok")))
+    for text in ("first", "second"):
+        page.click("#new-chat")
+        send(page, text)
+        expect(page.locator("article.assistant")).to_have_class(re.compile("status-completed"))
+    page.once("dialog", lambda dialog: dialog.accept("Zebra facts"))
+    page.click("#rename-chat")
+    expect(page.locator("#chat-title")).to_have_text("Zebra facts")
+    expect(page.locator("#chat-list .chat-link[aria-current=page]")).to_have_text("Zebra facts")
+    page.fill("#search", "zebra")
+    expect(page.locator("#chat-list .chat-link")).to_have_count(1)
+    page.fill("#search", "")
+    chat_id = page.evaluate("new URLSearchParams(location.hash.slice(1)).get('chat')")
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.click("#delete-chat")
+    expect(page.locator("#chat-title")).to_have_text("New chat")
+    expect(page.locator(f"#chat-list [data-chat-id='{chat_id}']")).to_have_count(0)
+    with web.api() as api:
+        assert api.get(f"/api/chats/{chat_id}").status_code == 404

@@ -15,6 +15,7 @@ export class ApiError extends Error {
 
 const HINTS = {
   session_expired: "Your session ended: sign in again.",
+  missing_api_key: "You are signed out (the session cookie is gone): sign in again.",
   session_revoked: "The key of this session was revoked: sign in with another key.",
   model_not_found: "No such model here: pick another one, or ask the operator to add it.",
   turn_running: "A turn is still running in this chat: stop it or wait for it.",
