@@ -12,7 +12,7 @@ import math
 
 import pytest
 
-from toolrelay.server.gate import Gate
+from toolrelay.server.gate import IDLE_PROBE_S, Gate
 
 pytestmark = pytest.mark.anyio
 
@@ -63,3 +63,23 @@ async def test_an_idle_iteration_lets_the_waiting_streams_go() -> None:
     assert waiting.done()
     assert gate.starting == 1
     gate.leave()
+
+
+class CountingGate(Gate):
+    ticks = 0
+
+    def _tick(self, scheduled: float) -> None:
+        self.ticks += 1
+        super()._tick(scheduled)
+
+
+async def test_a_starting_chat_on_an_idle_loop_lets_the_loop_sleep() -> None:
+    """No busy spin while a chat waits for its first token (a local model reading its
+    prompt for seconds): on an idle loop the probe pauses between measurements."""
+    gate = CountingGate(asyncio.get_running_loop(), busy_s=math.inf)  # every iteration idle
+    gate.enter()
+    await asyncio.sleep(0.1)  # the loop has nothing else to do
+    assert gate.ticks <= 0.1 / IDLE_PROBE_S + 5  # a spin measures thousands of iterations
+    gate.leave()
+    await asyncio.sleep(2 * IDLE_PROBE_S)
+    assert not gate._probing  # the probe stops with the last starting chat

@@ -20,12 +20,17 @@ import asyncio
 import weakref
 from typing import Final
 
-__all__ = ["BUSY_S", "MAX_WAIT_S", "Gate", "gate"]
+__all__ = ["BUSY_S", "IDLE_PROBE_S", "MAX_WAIT_S", "Gate", "gate"]
 
 BUSY_S: Final = 0.005
 """A loop iteration longer than this means the loop has more work than it keeps up with."""
 MAX_WAIT_S: Final = 0.25
 """The longest a flowing stream waits for starting chats, per wait."""
+IDLE_PROBE_S: Final = 0.005
+"""While chats start on an idle loop, the pause between two measurements. Measuring
+every iteration would keep a ready callback queued for as long as a chat starts, so
+the loop would never sleep: a busy spin that, with a local model reading a long
+prompt, took a core from it and doubled its time to first token."""
 
 
 class Gate:
@@ -45,7 +50,7 @@ class Gate:
         self.starting += 1
         if not self._probing:
             self._probing = True
-            self._loop.call_soon(self._tick, self._loop.time())
+            self._probe()
 
     def leave(self) -> None:
         """A starting chat sent its first token (or ended without one)."""
@@ -64,16 +69,26 @@ class Gate:
             self._deadline = self._loop.call_later(MAX_WAIT_S, self._release)
         await waiter
 
+    def _probe(self) -> None:
+        """Measure the next loop iteration, unless no chat is starting any more."""
+        if self.starting:
+            self._loop.call_soon(self._tick, self._loop.time())
+        else:
+            self._probing = False
+
     def _tick(self, scheduled: float) -> None:
-        """Runs once per loop iteration while chats start: how long did the last one take?"""
+        """How long did the last iteration take? While busy, measure the next one too;
+        when idle, let the loop sleep `IDLE_PROBE_S` before measuring again."""
         now = self._loop.time()
         self.busy = now - scheduled > self.busy_s
         if not self.busy:
             self._release()
-        if self.starting:
+        if not self.starting:
+            self._probing = False
+        elif self.busy:
             self._loop.call_soon(self._tick, now)
         else:
-            self._probing = False
+            self._loop.call_later(IDLE_PROBE_S, self._probe)
 
     def _release(self) -> None:
         if self._deadline is not None:
