@@ -60,8 +60,8 @@ def test_hostile_markdown_html_and_tool_results_execute_nothing(page: Page, web:
     assert answer.locator("a[href^='javascript'], img[src^='javascript']").count() == 0
     hrefs = answer.locator("a[href]").evaluate_all("(as) => as.map((a) => a.getAttribute('href'))")
     assert hrefs == ["https://example.org/ok"]
-    sandbox = embed.get_attribute("sandbox") or ""
-    assert "allow-same-origin" not in sandbox
+    sandbox = embed.get_attribute("sandbox")
+    assert sandbox is not None and "allow-same-origin" not in sandbox
     # the tool's hostile result and the user's own text are shown as text
     expect(turn.locator("details.tool .tool-output").first).to_contain_text("<script>")
     expect(page.locator("article.user")).to_contain_text("onerror")
