@@ -299,6 +299,42 @@ async def test_cancel_mid_stream_saves_partial_and_reraises() -> None:
     assert model.open_streams == 0
 
 
+async def test_a_second_cancel_does_not_abandon_the_save() -> None:
+    """A shutdown cancels the canceller too: the turn must still wait for its own save."""
+    saving, release = asyncio.Event(), asyncio.Event()
+
+    class Store:
+        def __init__(self) -> None:
+            self.turns: dict[tuple[str, str], Any] = {}
+
+        async def save_turn(self, chat_id: str, message_id: str, turn: Any) -> None:
+            saving.set()
+            await release.wait()
+            self.turns[(chat_id, message_id)] = turn
+
+        async def load_messages(self, chat_id: str) -> list[dict[str, Any]]:
+            return []
+
+    store = Store()
+    body = reply(["partial ", "answer ", "never ", "finished"])
+    model = ScriptedModel(Body(body, piece=len(body) // 4, stall_after=2))
+    sink = ListSink()
+    task = asyncio.create_task(
+        Relay(model, store=store).run("go", sink=sink, chat_id="c1", message_id="m1")
+    )
+    await sink.wait_for(ev.OUTPUT_TEXT_DELTA)
+    task.cancel()
+    await saving.wait()
+    task.cancel()
+    for _ in range(50):  # loop iterations, not time: an abandoned save ends the task at once
+        await asyncio.sleep(0)
+    assert not task.done()
+    release.set()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert store.turns[("c1", "m1")]["status"] == "cancelled"
+
+
 async def test_cancel_mid_tool_reaches_the_tool() -> None:
     started = asyncio.Event()
     cancelled = asyncio.Event()

@@ -15,6 +15,7 @@ a response, running a batch and finishing are separate units. Invariants:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -150,7 +151,7 @@ class Turn:
         try:
             result = await self._loop()
         except asyncio.CancelledError:
-            await asyncio.shield(self._cancelled())
+            await _until_done(asyncio.ensure_future(self._cancelled()))
             raise
         except Exception as exc:  # invariant 3 holds for bugs too: a failed turn, never a crash
             if self._finishing:  # finishing again would fail the same way (a failed save)
@@ -432,6 +433,16 @@ class Turn:
         self._salvage()
         await self.emitter.emit(Event(ev.CHAT_TASKS_CANCEL, {}))
         await self._finish(TurnStatus.CANCELLED, "Cancelled.")
+
+
+async def _until_done(save: asyncio.Future[None]) -> None:
+    """Wait for the cancelled turn's save through further cancels: a shutdown cancels the
+    task that is cancelling turns, and a plain shield would then stop waiting while the
+    store is being closed under the save (the turn stayed `in_progress`)."""
+    while not save.done():
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.shield(save)
+    save.result()
 
 
 def _error_event(message: str) -> Event:
