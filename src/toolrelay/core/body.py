@@ -44,6 +44,7 @@ from toolrelay.core.think_tags import TagConfig
 from toolrelay.core.usage import normalise_usage
 
 _SNIPPET = 200
+_loads = orjson.loads
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,12 +177,11 @@ class BodyReader:
 
     def _frames(self, frames: list[RawFrame]) -> list[Event]:
         out: list[Event] = []
-        acc, feed = self.acc, self.acc.feed
-        chat_feed, loads, events = self._chat.feed_into, orjson.loads, self._events
+        acc, chat_feed, events = self.acc, self._chat.feed_into, self._events
         parsed = 0  # added to `self.frames` on the way out: one attribute write per read
         for data, event_type, _id, _retry in frames:
             try:
-                obj = loads(data)
+                obj = _loads(data)
             except orjson.JSONDecodeError:
                 obj = self._parse(data)  # the slow path: invalid UTF-8, or not JSON
                 if obj is None:
@@ -194,7 +194,7 @@ class BodyReader:
                 return out + self._malformed(data.decode("utf-8", "replace"))
             parsed += 1
             if event_type is not None and event_type == b"error":
-                out += feed(error_from_payload(obj))
+                out += acc.feed(error_from_payload(obj))
                 continue
             kind = obj.get("type")
             if kind.__class__ is str and (kind.startswith("response.") or kind == "error"):
@@ -202,7 +202,7 @@ class BodyReader:
                     events.feed_event_into(obj, out, True)  # owned: a fresh parse
                     continue
                 out += self._event(obj, owned=True)
-                acc, feed, events = self.acc, self.acc.feed, self._events
+                acc, events = self.acc, self._events
             else:
                 chat_feed(obj, acc, out)
         self.frames += parsed

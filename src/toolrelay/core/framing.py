@@ -45,7 +45,7 @@ class SSEDecoder:
     so no parser state ever spans two `feed()` calls — only unparsed bytes do.
     """
 
-    __slots__ = ("_buf", "_data", "_event", "_retry", "_started", "done", "last_event_id")
+    __slots__ = ("_buf", "_clear", "_data", "_event", "_retry", "_started", "done", "last_event_id")
 
     def __init__(self) -> None:
         self._buf = b""
@@ -55,6 +55,8 @@ class SSEDecoder:
         self._started = False
         self.done = False
         self.last_event_id: str | None = None
+        self._clear = False
+        """Started, not done, nothing held: a read may be one whole event (`feed_raw`)."""
 
     def feed(self, chunk: bytes) -> list[SSEFrame]:
         return [_decoded(raw) for raw in self.feed_raw(chunk)]
@@ -70,7 +72,7 @@ class SSEDecoder:
         (nothing held, one `data: ` line, or `event:` then `data:`, then the blank
         line, no CR) becomes its frame with a few byte comparisons and no split.
         """
-        if self._buf or not self._started or self.done or not chunk:
+        if not self._clear or not chunk:
             return self._feed_any(chunk)
         end = len(chunk) - 2
         if chunk[end:] == b"\n\n" and b"\r" not in chunk:
@@ -112,7 +114,9 @@ class SSEDecoder:
         else:
             blocks = buf.split(b"\n\n")
             self._buf = blocks.pop()
-        return self._blocks(blocks) if blocks else []
+        frames = self._blocks(blocks) if blocks else []
+        self._clear = not self._buf and not self.done
+        return frames
 
     def flush_raw(self) -> list[RawFrame]:
         if self.done:
@@ -147,6 +151,7 @@ class SSEDecoder:
 
     def _stop(self, frames: list[RawFrame]) -> list[RawFrame]:
         self.done = True
+        self._clear = False
         self._buf = b""
         return frames
 

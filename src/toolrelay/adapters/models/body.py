@@ -132,7 +132,10 @@ class UpstreamBody:
             await self.aclose()
             raise expired
         loop = self._loop = asyncio.get_running_loop()
-        self._now = loop.time
+        # asyncio's own loop.time() is time.monotonic() in a Python frame: read per
+        # chunk, so call the clock itself (uvloop's time() is C already)
+        plain = type(loop).time is asyncio.BaseEventLoop.time
+        self._now = time.monotonic if plain else loop.time
         timeout = self._timeout = asyncio.timeout(None)
         await timeout.__aenter__()  # left by `_cancelled`; reads in between run inside it
         return timeout

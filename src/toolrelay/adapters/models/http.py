@@ -29,7 +29,7 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 from typing import Any, Final
@@ -286,9 +286,9 @@ class Upstream:
         on_timeout: ProviderError,
         deadlines: Deadlines,
     ) -> UpstreamBody:
-        # aiter_raw skips httpx's decoder chain; it is only needed for a compressed body
+        # the raw stream skips httpx's decoder chain; it is only needed for a compressed body
         encoded = response.headers.get("content-encoding", "identity").lower() != "identity"
-        chunks = response.aiter_bytes() if encoded else response.aiter_raw()
+        chunks = response.aiter_bytes() if encoded else _raw_chunks(response)
         try:
             async with asyncio.timeout_at(deadline):
                 first = await anext(chunks, None)
@@ -366,3 +366,16 @@ class APIClient:
 
     async def aclose(self) -> None:
         await self.upstream.aclose()
+
+
+def _raw_chunks(response: httpx.Response) -> AsyncIterator[bytes]:
+    """The body's chunks as the transport hands them over: what `aiter_raw` yields,
+    without its layer per chunk (an async generator around the stream, counting bytes
+    and running a chunker that has nothing to do). `UpstreamBody.aclose` closes the
+    response, as `aiter_raw` would at the end; transport errors are the same
+    `httpx.TransportError`s (the transport maps them)."""
+    stream = response.stream
+    if response.is_stream_consumed or not isinstance(stream, httpx.AsyncByteStream):
+        return response.aiter_raw()  # raises what httpx raises for these
+    response.is_stream_consumed = True
+    return stream.__aiter__()
