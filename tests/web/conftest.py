@@ -9,6 +9,7 @@ download is never used.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -165,8 +166,10 @@ def prioritise_renderers() -> int:
 
     The Long Tasks API measures wall time: on a machine loaded far past its cores a
     3 ms task can wait tens of ms to be scheduled again, so the page's own work is
-    only seen when its renderer is not preempted by every other process. Only our own
-    descendants are touched; without the right to raise priority nothing changes.
+    only seen when its renderer is not preempted by every other process. Chromium is
+    started in a session of its own, so its scheduler autogroup gets the same nice.
+    Only our own descendants are touched; without the right to raise priority nothing
+    changes.
     """
     ours = _descendants(os.getpid())
     changed = 0
@@ -184,6 +187,9 @@ def prioritise_renderers() -> int:
                 changed += 1
             except OSError:
                 pass
+        # chromium runs in a session of its own: its autogroup competes with other sessions
+        with contextlib.suppress(OSError):
+            Path(f"/proc/{pid}/autogroup").write_text("-19")
     return changed
 
 

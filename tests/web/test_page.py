@@ -313,3 +313,20 @@ def test_rename_search_and_delete_chats(page: Page, web: Web) -> None:
     expect(page.locator(f"#chat-list [data-chat-id='{chat_id}']")).to_have_count(0)
     with web.api() as api:
         assert api.get(f"/api/chats/{chat_id}").status_code == 404
+
+
+def test_an_idle_tab_shows_a_turn_started_in_another(page: Page, web: Web) -> None:
+    web.upstream.route(
+        CHAT, SSEReply(chat_chunks(text="First.")), SSEReply(chat_chunks(text="Second."))
+    )
+    send(page, "one")
+    expect(page.locator("article.assistant")).to_have_class(re.compile("status-completed"))
+    idle = page.context.new_page()
+    idle.goto(page.url)
+    expect(idle.locator("article.assistant .answer")).to_have_text("First.")
+    send(page, "two")
+    expect(idle.locator("article.user")).to_have_count(2)
+    expect(idle.locator("article.user").nth(1)).to_have_text("two")
+    expect(idle.locator("article.assistant .answer").nth(1)).to_have_text("Second.")
+    expect(idle.locator("article.assistant")).to_have_count(2)
+    idle.close()

@@ -7,6 +7,7 @@ import { CLIENT_TOOLS, runClientTool } from "/static/client_tools.js";
 
 const $ = (id) => document.getElementById(id);
 const PAGE = 30;
+const IDLE_POLL_MS = 2000; // an idle chat is looked at again this often (turns from other tabs)
 
 const state = {
   user: null,
@@ -166,6 +167,7 @@ function showChatHeader() {
 
 function newChat() {
   closeStream();
+  state.snapshotKey = null;
   state.chatId = null;
   state.turn = null;
   state.running = false;
@@ -203,6 +205,7 @@ $("delete-chat").addEventListener("click", () => guarded(async () => {
 
 function openChat(chatId) {
   closeStream();
+  state.snapshotKey = null;
   state.chatId = chatId;
   state.turn = null;
   state.running = false;
@@ -232,13 +235,27 @@ function follow() {
         if (state.stream === stream) state.stream = null;
         stream.closed = true;
       }
+      if (status === "idle") watchIdle(stream.chatId);
     },
   });
   state.stream = stream;
   stream.run(() => state.running);
 }
 
+// While nothing runs, look again now and then (resuming after the last event seen): a
+// turn started in another tab or client shows up here too.
+let idleTimer = 0;
+function watchIdle(chatId) {
+  clearTimeout(idleTimer);
+  idleTimer = setTimeout(() => {
+    if (state.chatId !== chatId || state.stream || !state.user) return;
+    if (document.visibilityState === "visible") follow();
+    else watchIdle(chatId);
+  }, IDLE_POLL_MS);
+}
+
 function closeStream() {
+  clearTimeout(idleTimer);
   if (state.stream) state.stream.close();
   state.stream = null;
 }
@@ -269,7 +286,15 @@ function onEvent(event) {
     case "server:shutdown": return banner("The server is restarting: reconnecting…");
     default: break;
   }
-  if (!state.turn && isTurnEvent(event.type)) startTurnView();
+  if (!state.turn && isTurnEvent(event.type)) {
+    if (!state.running) { // a turn started elsewhere: the snapshot has its user message
+      closeStream();
+      state.lastId = null;
+      follow();
+      return;
+    }
+    startTurnView();
+  }
   if (!state.turn) {
     if (event.type === "chat:message:follow_ups" && state.lastTurn) state.lastTurn.apply(event);
     return;
@@ -294,6 +319,9 @@ function startTurnView() {
 }
 
 function showSnapshot(data) {
+  const key = (data.messages || []).map((m) => `${m.id}:${m.status}`).join();
+  if (!data.running && !state.running && key === state.snapshotKey) return; // nothing new
+  state.snapshotKey = key;
   const box = $("messages");
   box.replaceChildren();
   state.turn = null;
