@@ -13,7 +13,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +51,16 @@ def write_config(path: Path, upstream_url: str, **settings: Any) -> Path:
 class ServerProcess:
     """`toolrelay serve --config …` in a child process; `kill()` is a SIGKILL, no clean-up."""
 
-    def __init__(self, config: Path, log: Path, env: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        config: Path,
+        log: Path,
+        env: Mapping[str, str] | None = None,
+        args: Sequence[str] = (),
+    ) -> None:
+        self.args = list(args) if "--workers" in args else [*args, "--workers", "1"]
+        """More `serve` flags. One worker unless asked: `kill()` and `pid` mean the server
+        process itself (with Redis the default would be one per core)."""
         self.config = config
         self.log = log
         self.env = {k: v for k, v in (env or os.environ).items() if not k.startswith("TOOLRELAY")}
@@ -61,7 +70,7 @@ class ServerProcess:
     def start(self, timeout: float = 60) -> str:
         offset = self.log.stat().st_size if self.log.exists() else 0
         command = [sys.executable, "-m", "toolrelay.cli.main", "serve"]
-        command += ["--config", str(self.config), "--port", "0"]
+        command += ["--config", str(self.config), "--port", "0", *self.args]
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(command, stdout=log, stderr=log, env=self.env)
         deadline = time.monotonic() + timeout
