@@ -16,7 +16,7 @@ from toolrelay.server import workers
 REDIS = "redis://127.0.0.1:6379/0"
 
 
-def _config(tmp_path: Path, *, events_url: str | None) -> Path:
+def _config(tmp_path: Path, *, events_url: str | None, code: str | None = None) -> Path:
     lines = [
         f'data_dir = "{tmp_path / "data"}"',
         "local = false",
@@ -24,6 +24,8 @@ def _config(tmp_path: Path, *, events_url: str | None) -> Path:
     ]
     if events_url:
         lines.append(f'events_url = "{events_url}"')
+    if code:
+        lines += ["[code_interpreter]", f'engine = "{code}"']
     config = tmp_path / "toolrelay.toml"
     config.write_text("\n".join(lines) + "\n")
     return config
@@ -76,3 +78,17 @@ def test_the_default_is_every_core_with_a_shared_bus_else_one(
     assert invoke("serve", "--config", str(_config(tmp_path, events_url=None))).exit_code == 0
     assert "workers" not in runs[-1][1]  # one process: the app itself, as before
     assert not isinstance(runs[-1][0], str)
+
+
+def test_a_code_interpreter_keeps_one_worker(
+    tmp_path: Path, runs: list[tuple[Any, dict[str, Any]]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A chat's kernel lives in one process: several workers would lose its state between turns."""
+    monkeypatch.setattr("os.cpu_count", lambda: 4)
+    config = _config(tmp_path, events_url=REDIS, code="jupyter")
+    assert invoke("serve", "--config", str(config)).exit_code == 0
+    assert "workers" not in runs[-1][1]  # the default falls back to one process
+    refused = invoke("serve", "--config", str(config), "--workers", "2")
+    assert refused.exit_code == 2
+    assert "code kernel lives in one process" in refused.stderr
+    assert len(runs) == 1

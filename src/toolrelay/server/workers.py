@@ -6,7 +6,9 @@ The chat API's guarantees across workers (one turn per chat, resume from any
 worker, cancel from any worker) live in the bus: the Redis bus keeps them
 between processes, the in-process bus cannot (each process would have its own
 locks and logs), so more than one worker needs `events_url`. The embedded
-model runs in the one process that loaded it, so it means one worker too.
+model runs in the one process that loaded it, so it means one worker too, and
+so does the code interpreter: a chat's kernel (its variables, its files) lives
+in one process, and the next turn of that chat may land on another worker.
 
 The parent migrates the database and makes sure of the admin key before any
 worker starts, so workers never race each other for either; the settings the
@@ -30,8 +32,9 @@ SETTINGS_ENV: Final = "TOOLRELAY_WORKER_SETTINGS"
 
 
 def default_workers(settings: Settings, *, local: bool) -> int:
-    """Every core when the bus is shared (Redis), else one: what keeps the guarantees."""
-    if settings.events_url and not local:
+    """Every core when the bus is shared (Redis) and nothing lives in one process, else one:
+    what keeps the guarantees (module doc)."""
+    if settings.events_url and not local and not settings.code_interpreter.enabled:
         return os.cpu_count() or 1
     return 1
 
@@ -46,6 +49,12 @@ def check_workers(workers: int, settings: Settings, *, local: bool) -> None:
         raise ConfigError(
             f"--workers {workers}: the embedded model runs in one process; "
             "serve it with --workers 1, or configure a model server"
+        )
+    if settings.code_interpreter.enabled:
+        raise ConfigError(
+            f"--workers {workers}: a chat's code kernel lives in one process and its next "
+            "turn may reach another worker (losing its variables and files); serve it with "
+            '--workers 1, or set [code_interpreter] engine = "off"'
         )
     if not settings.events_url:
         raise ConfigError(
