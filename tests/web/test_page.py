@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import re
+import threading
+import time
 
 import orjson
 import pytest
 from playwright.sync_api import FilePayload, Page, expect
 
+from tests.patience import HANG
 from tests.web.conftest import ADMIN_KEY, CHAT, Web, sign_in
 from toolrelay.server.session import COOKIE
 from toolrelay.testing.fake_server import RawReply, SSEReply
@@ -295,6 +298,14 @@ def test_errors_show_in_place_with_what_to_do(page: Page, web: Web) -> None:
 
 def test_rename_search_and_delete_chats(page: Page, web: Web) -> None:
     web.upstream.set_default(SSEReply(chat_chunks(text="ok")))
+    with web.api() as api:  # a /v1 call is kept in the request log, not in the sidebar
+        body = {"model": "fake", "messages": [{"role": "user", "content": "api"}]}
+        assert api.post("/v1/chat/completions", json=body).status_code == 200
+        deadline = time.monotonic() + HANG  # saved in the background: wait for it
+        while not api.get("/api/chats?source=api").json()["data"]:
+            assert time.monotonic() < deadline, "the /v1 turn was never saved"
+            threading.Event().wait(0.05)
+    page.reload()
     for text in ("first", "second"):
         page.click("#new-chat")
         send(page, text)
@@ -306,6 +317,7 @@ def test_rename_search_and_delete_chats(page: Page, web: Web) -> None:
     page.fill("#search", "zebra")
     expect(page.locator("#chat-list .chat-link")).to_have_count(1)
     page.fill("#search", "")
+    expect(page.locator("#chat-list .chat-link")).to_have_count(2)
     chat_id = page.evaluate("new URLSearchParams(location.hash.slice(1)).get('chat')")
     page.once("dialog", lambda dialog: dialog.accept())
     page.click("#delete-chat")

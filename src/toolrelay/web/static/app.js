@@ -117,7 +117,7 @@ $("model").addEventListener("change", () => localStorage.setItem("toolrelay.mode
 
 async function loadChats(reset) {
   const offset = reset ? 0 : state.chats.length;
-  const page = await api("GET", `/api/chats?limit=${PAGE}&offset=${offset}`);
+  const page = await api("GET", `/api/chats?source=chat&limit=${PAGE}&offset=${offset}`);
   state.chats = reset ? page.data : state.chats.concat(page.data);
   state.total = page.total;
   renderChatList();
