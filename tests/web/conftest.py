@@ -83,7 +83,7 @@ class Web:
         return context
 
 
-def _config(tmp: Path, upstream: FakeModelServer) -> Path:
+def _config(tmp: Path, upstream: FakeModelServer, extra: str = "") -> Path:
     text = f"""
 admin_key = "{ADMIN_KEY}"
 data_dir = "{tmp / "data"}"
@@ -106,7 +106,7 @@ base_url = "{upstream.base_url}"
 model = "other-model"
 """
     path = tmp / "toolrelay.toml"
-    path.write_text(text)
+    path.write_text(text + extra)
     return path
 
 
@@ -123,9 +123,15 @@ def playwright() -> Iterator[Playwright]:
 
 @pytest.fixture(scope="module")
 def web(playwright: Playwright, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Web]:
-    tmp = tmp_path_factory.mktemp("web")
+    with serving(playwright, tmp_path_factory.mktemp("web")) as running:
+        yield running
+
+
+@contextlib.contextmanager
+def serving(playwright: Playwright, tmp: Path, extra: str = "") -> Iterator[Web]:
+    """The server (its config plus `extra` TOML), the proxy and a browser."""
     with FakeModelServer() as upstream:
-        server = ServerProcess(_config(tmp, upstream), tmp / "server.log")
+        server = ServerProcess(_config(tmp, upstream, extra), tmp / "server.log")
         server.start()
         try:
             port = int(server.base_url.rsplit(":", 1)[1])

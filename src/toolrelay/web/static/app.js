@@ -261,6 +261,8 @@ function closeStream() {
 }
 
 const turnContext = {
+  fileUrl: (name) =>
+    `/api/chats/${encodeURIComponent(state.chatId)}/files/${name.split("/").map(encodeURIComponent).join("/")}`,
   answerApproval: (id, approved, reason) =>
     api("POST", `/api/chats/${state.chatId}/tool-results`, { id, approved, reason }),
   runClientTool: async (data, card) => {

@@ -184,8 +184,8 @@ class ToolCard {
     }
     if (failed) this.node.open = true;
     for (const file of item.files || []) {
-      const src = imageUrl(file && file.url);
-      if (src && (file.type === "image" || /^data:image\//.test(src))) {
+      const src = this.fileSource(file);
+      if (src && (file.type === "image" || /^image\//.test(file.mime_type || "") || /^data:image\//.test(src))) {
         const img = el("img", "tool-image");
         img.alt = "image from " + this.name;
         img.src = src;
@@ -193,6 +193,18 @@ class ToolCard {
       }
     }
     for (const embed of item.embeds || []) this.turn.addEmbed(embed, this.name);
+  }
+  // Where a result's image is shown from. Live events carry images with their data cut
+  // out (the server strips base64); a code cell's files are saved in the chat, so those
+  // are shown from the chat's files endpoint instead of as a broken data URI.
+  fileSource(file) {
+    if (!file) return null;
+    const url = String(file.url || "");
+    if (/^data:image\/(png|jpe?g|gif|webp);base64,[A-Za-z0-9+/=]+$/i.test(url)) return url;
+    if (this.name === "execute_code" && file.name && this.turn.ctx.fileUrl) {
+      return this.turn.ctx.fileUrl(String(file.name));
+    }
+    return /^data:/i.test(url) ? null : imageUrl(url);
   }
   // An approval request: Approve / Reject (with a reason) until answered.
   askApproval(data, answer) {
