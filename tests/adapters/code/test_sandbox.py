@@ -36,8 +36,16 @@ def secret_env() -> Iterator[None]:
 
 @pytest.fixture(scope="module")
 def data_dir() -> Iterator[Path]:
-    """A stand-in for the server's data directory, outside /tmp (which is private anyway)."""
-    made = Path(tempfile.mkdtemp(prefix=".data-", dir=Path(__file__).parent))
+    """A stand-in for the server's data directory, outside the kernel's private /tmp,
+    /var/tmp and /dev/shm (which would hide it anyway) and open to other users (the kernel
+    has its own): beside this file, or under /var/lib when the checkout itself is in one
+    of those (a clone in /tmp)."""
+    here = Path(__file__).parent.resolve()
+    parent = here
+    if any(here.is_relative_to(p) for p in ("/tmp", "/var/tmp", "/dev/shm")):
+        parent = Path("/var/lib/toolrelay-tests")
+        parent.mkdir(mode=0o755, exist_ok=True)
+    made = Path(tempfile.mkdtemp(prefix=".data-", dir=parent))
     (made / "toolrelay.db").write_text("server data")
     made.chmod(0o755)
     (made / "toolrelay.db").chmod(0o644)  # readable by anyone on the host: hiding must do it
