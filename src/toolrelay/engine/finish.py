@@ -49,6 +49,19 @@ class RunResult:
     tags: tuple[str, ...] = ()
     follow_ups: tuple[str, ...] = ()
 
+    def saved(self, model: str | None) -> dict[str, Any]:
+        """The record a store keeps of this turn (`ChatStore.save_turn`), answered by `model`."""
+        return {
+            "output": self.output,
+            "content": self.text,
+            "usage": self.usage,
+            "status": self.status,
+            "error": self.error,
+            "timings": self.timings,
+            "model": model,
+            "follow_ups": list(self.follow_ups),
+        }
+
 
 @dataclass(frozen=True, slots=True)
 class TurnEnd:
@@ -172,17 +185,7 @@ class Finisher:
     async def _save(self, result: RunResult) -> None:
         if self.store is None or self.chat_id is None or self.message_id is None:
             return
-        turn = {
-            "output": result.output,
-            "content": result.text,
-            "usage": result.usage,
-            "status": result.status,
-            "error": result.error,
-            "timings": result.timings,
-            "model": self.model_name,
-            "follow_ups": list(result.follow_ups),
-        }
-        await self.store.save_turn(self.chat_id, self.message_id, turn)
+        await self.store.save_turn(self.chat_id, self.message_id, result.saved(self.model_name))
 
 
 def _fields(result: RunResult) -> dict[str, Any]:

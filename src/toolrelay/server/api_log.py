@@ -56,17 +56,7 @@ class ApiTurnLog:
     ) -> None:
         """Save one ended turn (as `turn_id`, the request id) under a new `api_…` chat."""
         kept = [k for k in (_kept(m) for m in messages) if k is not None]
-        turn = {
-            "output": result.output,
-            "content": result.text,
-            "usage": result.usage,
-            "status": result.status,
-            "error": result.error,
-            "timings": result.timings,
-            "model": route,
-            "follow_ups": [],
-        }
-        write = self._save(user_id, route, kept, turn_id, turn)
+        write = self._save(user_id, route, kept, turn_id, result.saved(route))
         task = asyncio.get_running_loop().create_task(write)
         self._writes.add(task)
         task.add_done_callback(self._writes.discard)
