@@ -12,12 +12,16 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
+
+if TYPE_CHECKING:
+    from toolrelay.config.settings import Settings
 
 ADMIN_KEY = "tr-reliability-admin-key-0123456789"
 _LISTENING = re.compile(rb"Uvicorn running on http://127\.0\.0\.1:(\d+)")
@@ -124,3 +128,33 @@ class ServerProcess:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class AppThread:
+    """The toolrelay app under uvicorn on a free port, in a thread of this process
+    (`with AppThread(settings) as base_url:`); the server tests use it too."""
+
+    def __init__(self, settings: Settings) -> None:
+        import uvicorn
+
+        from toolrelay.server.app import create_app
+
+        config = uvicorn.Config(
+            create_app(settings), host="127.0.0.1", port=0, log_level="warning", lifespan="on"
+        )
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self) -> str:
+        self.thread.start()
+        deadline = time.monotonic() + 60
+        while not self.server.started:
+            if not self.thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("toolrelay server did not start")
+            time.sleep(0.02)
+        port = self.server.servers[0].sockets[0].getsockname()[1]
+        return f"http://127.0.0.1:{port}"
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=30)

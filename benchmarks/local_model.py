@@ -36,7 +36,6 @@ import asyncio
 import os
 import statistics
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -46,6 +45,7 @@ from typing import Any
 import httpx
 import orjson
 
+from benchmarks.harness import AppThread
 from toolrelay.adapters.local import QWEN_CODER_05B, LlamaOptions, LlamaServer, ensure_weights
 from toolrelay.adapters.models import OpenAIChat
 from toolrelay.config import Settings, build_registry
@@ -171,35 +171,6 @@ def server_body(max_tokens: int) -> dict[str, Any]:
         "stream": True,
         "stream_options": {"include_usage": True},
     }
-
-
-class AppThread:
-    """The toolrelay app under uvicorn on a free port, in a thread of this process."""
-
-    def __init__(self, settings: Settings) -> None:
-        import uvicorn
-
-        from toolrelay.server.app import create_app
-
-        config = uvicorn.Config(
-            create_app(settings), host="127.0.0.1", port=0, log_level="warning", lifespan="on"
-        )
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-
-    def __enter__(self) -> str:
-        self.thread.start()
-        deadline = time.monotonic() + 60
-        while not self.server.started:
-            if not self.thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("toolrelay server did not start")
-            time.sleep(0.02)
-        port = self.server.servers[0].sockets[0].getsockname()[1]
-        return f"http://127.0.0.1:{port}"
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=30)
 
 
 def run(quick: bool = False) -> None:

@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import pytest
-import uvicorn
+from benchmarks.harness import AppThread
 
 from toolrelay.config.settings import ModelRoute, Settings
-from toolrelay.server.app import create_app
 from toolrelay.testing.fake_server import FakeModelServer
 
 ADMIN_KEY = "tr-test-admin-key-0123456789"
@@ -32,27 +29,8 @@ class Running:
         )
 
 
-class ServerThread:
-    def __init__(self, settings: Settings) -> None:
-        config = uvicorn.Config(
-            create_app(settings), host="127.0.0.1", port=0, log_level="warning", lifespan="on"
-        )
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-
-    def __enter__(self) -> str:
-        self.thread.start()
-        deadline = time.monotonic() + 20
-        while not self.server.started:
-            if not self.thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("toolrelay server did not start")
-            time.sleep(0.02)
-        port = self.server.servers[0].sockets[0].getsockname()[1]
-        return f"http://127.0.0.1:{port}"
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=20)
+ServerThread = AppThread
+"""The app in a thread of the test process (`benchmarks.harness.AppThread`)."""
 
 
 def make_settings(tmp_path: Path, upstream: FakeModelServer, **extra: object) -> Settings:
