@@ -20,6 +20,12 @@ class ProviderError(ToolrelayError):
 class ToolError(ToolrelayError):
     """A tool could not be run; its message goes back to the model as the result."""
 
+    def __init__(self, message: str = "", *, reason: str | None = None) -> None:
+        """`reason`: why, without what changes from one attempt to the next (a backoff's
+        wait), so one failure is logged once however often it is met (`engine.toolbox`)."""
+        super().__init__(message)
+        self.reason = reason
+
 
 class ConfigError(ToolrelayError):
     """Bad configuration: names the key and the problem."""

@@ -212,7 +212,11 @@ class Settings(BaseSettings):
     models: list[ModelRoute] = Field(default_factory=list)
     tools: list[str] = Field(default_factory=list)
     tool_servers: list[ToolServer] = Field(default_factory=list)
-    """MCP servers, OpenAPI servers and tool files (`[[tool_servers]]`), started lazily."""
+    """MCP servers, OpenAPI servers and tool files (`[[tool_servers]]`), started at start-up."""
+    tool_probe_s: float = Field(default=5.0, ge=0)
+    """At start-up, how long the server waits for its tool servers to start (all at once)
+    before it serves; a slower one goes on starting and is logged when it answers.
+    0: none is started before a turn needs it."""
     filters: list[str] = Field(default_factory=list)
     task_model: str | None = None
     limits: LimitsConfig = Field(default_factory=LimitsConfig)

@@ -1,9 +1,10 @@
 """`[[tool_servers]]`: MCP servers, OpenAPI servers and tool files, as config.
 
 Owns the table's shape (one model, checked per `kind`) and turning one entry
-into a live `ToolSource`. Nothing starts here: MCP processes and HTTP
-sessions start on the first turn that needs them, so a broken server costs
-its own tools only (the toolbox reports it), never the server's start-up.
+into a live `ToolSource`. Nothing starts here: the server starts them at
+start-up without waiting long (`server.tool_probe`), the CLI on the first turn
+that needs them, and a broken server costs its own tools only (the toolbox
+reports it), never the server's start-up.
 A missing env var or a broken tool file is a `ConfigError` at once.
 """
 

@@ -25,16 +25,20 @@ __all__ = ["SourceStatus", "ToolInfo", "ToolSubset", "Toolbox"]
 log = logging.getLogger("toolrelay.tools")
 
 _REPORTED: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
-"""The last failure logged per source, across toolboxes (a server builds one per turn)."""
+"""The failure (its reason) reported per source, across toolboxes (a server builds one per
+turn): the same failure met again is not logged again; a success clears it."""
+_FAILING: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+"""Sources whose latest listing failed, by any toolbox, with the message: `status()`."""
 
 
 @dataclass(frozen=True, slots=True)
 class SourceStatus:
-    """How a source is doing: `ok`, `error` (with why) or `not started`."""
+    """How a source is doing: `ok` (with its tool count), `error` (with why) or `not started`."""
 
     name: str
     state: str
     error: str | None = None
+    tools: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,25 +76,36 @@ class Toolbox:
                 merged[name] = item
         return merged
 
-    async def _list(self, source: ToolSource) -> Sequence[Tool]:
+    async def _list(self, source: ToolSource, *, quiet: bool = False) -> Sequence[Tool]:
+        """The source's tools, or none when it fails; `quiet`: the caller reports the
+        failure (start-up), which then counts as logged."""
+        key = getattr(source, "source", source)
         try:
             found = await source.list()
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # one broken source must not cost the other tools
             message = f"{type(exc).__name__}: {exc}" if not str(exc) else str(exc)
-            key = getattr(source, "source", source)
-            if _REPORTED.get(key) != message:
-                log.warning("tool source %r is unavailable: %s", source.name, message)
-                _REPORTED[key] = message
-            self._errors[source.name] = message
+            reason = getattr(exc, "reason", None) or message
+            if _REPORTED.get(key) != reason:
+                if not quiet:
+                    log.warning("tool source %r is unavailable: %s", source.name, message)
+                _REPORTED[key] = reason
+            _FAILING[key] = self._errors[source.name] = message
             self._listed.pop(source.name, None)
             return ()
         self._errors.pop(source.name, None)
-        if _REPORTED.pop(getattr(source, "source", source), None) is not None:
+        _FAILING.pop(key, None)
+        if _REPORTED.pop(key, None) is not None and not quiet:
             log.info("tool source %r is available again", source.name)
         self._listed[source.name] = found
         return found
+
+    async def check(self, source: ToolSource) -> SourceStatus:
+        """List (start) one of this toolbox's sources and say how it is, logging nothing:
+        the caller reports it (`server.tool_probe`)."""
+        await self._list(source, quiet=True)
+        return next(s for s in self.status() if s.name == source.name)
 
     def _clash(self, source: str, name: str) -> None:
         if (source, name) not in self._clashes:
@@ -102,12 +117,17 @@ class Toolbox:
             )
 
     def status(self) -> list[SourceStatus]:
-        """Each source's state as of its last listing."""
+        """Each source's state as of its last listing, by this toolbox or any other
+        sharing it (a turn's): a server that failed since start-up says so."""
         out = []
         for source in self.sources:
-            if source.name in self._errors:
-                out.append(SourceStatus(source.name, "error", self._errors[source.name]))
+            failing = _FAILING.get(getattr(source, "source", source))
+            if failing is not None:
+                out.append(SourceStatus(source.name, "error", failing))
             elif source.name in self._listed:
+                count = len(self._listed[source.name])
+                out.append(SourceStatus(source.name, "ok", tools=count))
+            elif source.name in self._errors:  # it failed here, then worked for a turn
                 out.append(SourceStatus(source.name, "ok"))
             else:
                 out.append(SourceStatus(source.name, "not started"))

@@ -45,6 +45,7 @@ from toolrelay.server.shutdown import Stopping
 from toolrelay.server.startup_log import log_startup
 from toolrelay.server.streams import cancel_streams
 from toolrelay.server.telemetry import Telemetry
+from toolrelay.server.tool_probe import ToolProbe
 from toolrelay.server.turns import TurnManager
 
 log = logging.getLogger("toolrelay.server")
@@ -118,11 +119,14 @@ def create_app(
             settings, store, bus, live, turns, KeyCache(store), stopping, secret
         )
         app.state.services.api_log = api_log = ApiTurnLog(store, settings)
-        log_startup(settings, live, f"http://{settings.host}:{settings.port}/")
+        probe = ToolProbe(live.toolbox, settings.tool_probe_s)
+        servers = await probe.run()
+        log_startup(settings, live, f"http://{settings.host}:{settings.port}/", servers)
         try:
             yield
         finally:
             stopping.uninstall()
+            await probe.aclose()
             await turns.aclose()
             await api_log.drain()
             await bus.aclose()

@@ -1,7 +1,7 @@
 """The lines `toolrelay serve` logs once it is up: what it serves, from where, and where to look.
 
 Routes (name, kind, upstream model and host), tools, tool servers with their
-status, the store, the bus and the URL to open. Secrets stay out: a URL's
+status (started at start-up by `server.tool_probe`) and tool counts, the store, the bus and the URL to open. Secrets stay out: a URL's
 password is masked here and again by the log's redactor.
 """
 
@@ -10,11 +10,13 @@ from __future__ import annotations
 import logging
 import os
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 
 from toolrelay.config.registry import Registry
 from toolrelay.config.settings import Settings
+from toolrelay.engine.toolbox import SourceStatus
 from toolrelay.server.logs import fields
+from toolrelay.server.tool_probe import log_status
 
 __all__ = ["config_secrets", "log_startup", "safe_url"]
 
@@ -28,7 +30,14 @@ def safe_url(url: str | None) -> str:
     return _USERINFO.sub(r"\1***@", url) if url else "memory"
 
 
-def log_startup(settings: Settings, registry: Registry, url: str) -> None:
+def log_startup(
+    settings: Settings,
+    registry: Registry,
+    url: str,
+    servers: Sequence[SourceStatus] | None = None,
+) -> None:
+    """`servers`: the tool servers as start-up found them (`server.tool_probe`); None:
+    as the registry's toolbox knows them (not started)."""
     for route in registry.routes.values():
         log.info(
             "route %s",
@@ -41,9 +50,8 @@ def log_startup(settings: Settings, registry: Registry, url: str) -> None:
         log.info(
             "tools: %s", ", ".join(sorted(registry.tools)), extra=fields(count=len(registry.tools))
         )
-    for status in registry.toolbox.status():
-        state = "starts on first use" if status.state == "not started" else status.state
-        log.info("tool server %s: %s", status.name, state, extra=fields(error=status.error))
+    for status in registry.toolbox.status() if servers is None else servers:
+        log_status(status, waited=settings.tool_probe_s)
     log.info("store: %s", safe_url(settings.database_url))
     log.info("event bus: %s", safe_url(settings.events_url))
     metrics = (

@@ -96,7 +96,8 @@ class McpConnection:
             if self._failures and wait > 0:
                 raise ToolError(
                     f"MCP server {self.name!r} is unavailable ({self.last_error}); "
-                    f"next restart in {wait:.1f} s"
+                    f"next restart in {wait:.1f} s",
+                    reason=self.last_error,
                 )
             return await self._start()
 
@@ -125,7 +126,8 @@ class McpConnection:
             await self._reap()
             self._record_failure(f"no answer to initialize within {self._start_timeout:g} s")
             raise ToolError(
-                f"MCP server {self.name!r} failed to start: {self.last_error}"
+                f"MCP server {self.name!r} failed to start: {self.last_error}",
+                reason=self.last_error,
             ) from None
         except asyncio.CancelledError:
             self._stop_task()
@@ -134,7 +136,10 @@ class McpConnection:
         except Exception as exc:
             await self._reap()
             self._record_failure(describe(exc))
-            raise ToolError(f"MCP server {self.name!r} failed to start: {self.last_error}") from exc
+            raise ToolError(
+                f"MCP server {self.name!r} failed to start: {self.last_error}",
+                reason=self.last_error,
+            ) from exc
         self._session = session
         self.last_error = None
         return session

@@ -1,5 +1,8 @@
 """`GET /healthz` (the process answers) and `GET /readyz` (it can serve: store and bus reachable).
 
+`/readyz` also names each tool server's last known state (no details: no key
+is needed to ask), without counting it towards readiness.
+
 No API key on either: load balancers and orchestrators probe them. `/readyz`
 answers 503, naming what failed, when the database or the event bus does not
 answer within `READY_TIMEOUT_S`; `/healthz` only says the event loop runs, so
@@ -32,10 +35,18 @@ async def healthz() -> dict[str, str]:
 
 @router.get("/readyz", response_model=None, responses={503: {"description": "Not ready"}})
 async def readyz(svc: ServicesDep) -> JSONBody:
-    """Readiness: the store and the event bus answer; 503 naming the one that does not."""
+    """Readiness: the store and the event bus answer; 503 naming the one that does not.
+    Tool servers are listed with their last known state (`ok`, `error`, `not started`):
+    one that is down costs its own tools only, so it does not make the server unready."""
     store, bus = await asyncio.gather(_check("store", svc.store.ping), _check("bus", svc.bus.ping))
     ready = store == "ok" and bus == "ok"
-    body = {"status": "ok" if ready else "unavailable", "checks": {"store": store, "bus": bus}}
+    body: dict[str, object] = {
+        "status": "ok" if ready else "unavailable",
+        "checks": {"store": store, "bus": bus},
+    }
+    servers = {s.name: s.state for s in svc.registry.toolbox.status()}
+    if servers:
+        body["tool_servers"] = servers
     return JSONBody(body, status_code=200 if ready else 503)
 
 
