@@ -21,7 +21,15 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-__all__ = ["CodeBudget", "CodeJob", "CodeRunner", "SubprocessRunner", "code_output", "code_session"]
+__all__ = [
+    "CodeBudget",
+    "CodeJob",
+    "CodeRunner",
+    "SubprocessRunner",
+    "code_output",
+    "code_session",
+    "without_code_images",
+]
 
 OutputCallback = Callable[[dict[str, Any]], Awaitable[None]]
 
@@ -72,13 +80,30 @@ class CodeRunner(Protocol):
 
 
 def code_output(result: dict[str, Any]) -> dict[str, Any]:
-    """A run's result as a `code_interpreter` item keeps it: files by name, no image data
-    (the client downloads them from the chat; the saved turn stays small)."""
+    """A run's result as the client and the store see a `code_interpreter` item: files by
+    name, no image data (the client downloads them from the chat; the saved turn stays
+    small). Within the turn the item keeps the data URIs: the model sees the images (R12)."""
     files = result.get("files")
     if not isinstance(files, list):
         return result
     kept = [{k: v for k, v in f.items() if k != "url"} for f in files if isinstance(f, dict)]
     return {**result, "files": kept}
+
+
+def without_code_images(items: list[Any]) -> list[Any]:
+    """The turn's items as they are saved and answered: `code_output` applied to every
+    `code_interpreter` item whose output still holds image data (the same list if none)."""
+    if not any(_has_images(i) for i in items):
+        return items
+    return [{**i, "output": code_output(i["output"])} if _has_images(i) else i for i in items]
+
+
+def _has_images(item: Any) -> bool:
+    if not isinstance(item, dict) or item.get("type") != "code_interpreter":
+        return False
+    output = item.get("output")
+    files = output.get("files") if isinstance(output, dict) else None
+    return isinstance(files, list) and any(isinstance(f, dict) and "url" in f for f in files)
 
 
 class SubprocessRunner:

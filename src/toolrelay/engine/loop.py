@@ -67,6 +67,7 @@ from toolrelay.engine.interpreter import (
     CodeRunner,
     code_output,
     code_session,
+    without_code_images,
 )
 from toolrelay.engine.limits import RunLimits
 from toolrelay.engine.observer import ModelCall, Observer, TurnObserver, TurnStart, TurnSummary
@@ -339,10 +340,10 @@ class Turn:
         except Exception as exc:  # a runner that cannot run (pool full …): the model reads it
             error = str(exc) or type(exc).__name__
             result = {"stdout": "", "stderr": error, "error": error}
-        result = code_output(result)
         index = next(i for i, it in enumerate(self.output) if it.get("id") == item["id"])
-        done = updated(item, output=result, status="completed")
-        self.output[index] = done
+        # the turn keeps the images' data (the model sees them, R12); the client, by name
+        self.output[index] = updated(item, output=result, status="completed")
+        done = updated(item, output=code_output(result), status="completed")
         await self.emitter.emit(Event(ev.OUTPUT_ITEM_DONE, {"output_index": index, "item": done}))
 
     async def _capped(self, calls: Sequence[FunctionCallItem]) -> RunResult:
@@ -381,7 +382,7 @@ class Turn:
             self.watch.finished(self._summary(status, error, timings["total_s"], reason))
         end = TurnEnd(
             messages=self.setup.messages,
-            output=self.output,
+            output=without_code_images(self.output),
             usage=self.usage,
             status=status,
             error=error,

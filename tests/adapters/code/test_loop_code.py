@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -12,6 +13,7 @@ from tests.patience import HANG
 from toolrelay import Relay, RunLimits
 from toolrelay.adapters.code import JupyterRunner
 from toolrelay.core import events as ev
+from toolrelay.core.formats.transcript import CODE_IMAGES_TEXT, to_chat_messages, to_responses_input
 from toolrelay.core.think_tags import TagConfig
 from toolrelay.engine.interfaces import ModelRequest
 from toolrelay.testing.scripted_model import ScriptedModel, reply
@@ -153,3 +155,56 @@ async def test_cancelling_the_turn_interrupts_the_running_cell(runner: JupyterRu
     async with asyncio.timeout(HANG):  # the kernel is free: the loop was interrupted
         await relay.run("again", chat_id="cancel")
     assert tool_outputs(model.requests[-1]) == ["result:\n2"]
+
+
+PLOT = "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [3, 1, 2])\nplt.show()"
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def model_images(request: ModelRequest) -> list[str]:
+    """The image URLs the model is sent next, as the Chat Completions client builds them."""
+    return [
+        part["image_url"]["url"]
+        for message in to_chat_messages(request.output)
+        if message["role"] == "user" and isinstance(message["content"], list)
+        for part in message["content"]
+        if part["type"] == "image_url"
+    ]
+
+
+@pytest.mark.parametrize("form", ["inline-tag", "execute_code"])
+async def test_both_forms_show_the_model_a_plot_as_an_image(
+    runner: JupyterRunner, form: str
+) -> None:
+    """R12 for either form: the cell's PNG reaches the model as an image; the client and
+    the saved turn get its name only (the image is downloaded from the chat)."""
+    if form == "inline-tag":
+        first = reply(f'<code_interpreter type="code" lang="python">{PLOT}</code_interpreter>')
+        relay_args: dict[str, Any] = {
+            "tags": TagConfig(),
+            "capabilities": {"code_interpreter": True},
+        }
+        run_args: dict[str, Any] = {"user": MAY_RUN_CODE, "features": {"code_interpreter": True}}
+    else:
+        first, relay_args, run_args = code_call(PLOT), {}, {}
+    model = ScriptedModel(first, reply("A line."))
+    sink = ListSink()
+    relay = Relay(model, code_interpreter=runner, **relay_args)
+    result = await relay.run("plot", chat_id=f"plot-{form}", sink=sink, **run_args)
+    assert result.status == "completed"
+    [image] = model_images(model.requests[1])
+    head, _, data = image.partition(",")
+    assert head == "data:image/png;base64" and base64.b64decode(data).startswith(PNG)
+    if form == "inline-tag":  # the Responses API form of the same request agrees
+        [follow_up] = [
+            i for i in to_responses_input(model.requests[1].output) if i.get("role") == "user"
+        ]
+        assert follow_up["content"][0] == {"type": "input_text", "text": CODE_IMAGES_TEXT}
+        assert follow_up["content"][1] == {"type": "input_image", "image_url": image}
+        block = plain(result.output)[0]
+        assert block["type"] == "code_interpreter"
+        assert block["output"]["files"] == [
+            {"type": "image", "mime_type": "image/png", "name": block["output"]["files"][0]["name"]}
+        ]
+        shown = [e.data["item"] for e in sink.of(ev.OUTPUT_ITEM_DONE)]
+        assert "data:image" not in repr(shown) and "data:image" not in repr(result.output)

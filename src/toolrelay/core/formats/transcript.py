@@ -24,6 +24,9 @@ Rules the Chat Completions form keeps, because providers reject anything else:
 `code_interpreter` items are replayed as assistant text: the code inside
 `<code_interpreter lang="…">` tags, then the output (a string, or a dict's
 non-empty `stdout`, `stderr`, `result`) inside `<code_interpreter_output>`.
+Images the cell showed (its output's `files` that still carry a base64 PNG,
+JPEG, GIF or WebP data URI) follow in ONE `user` message opened by
+`CODE_IMAGES_TEXT`, as a tool's images do (rule 3, SPEC R12).
 An empty block (no code, no output) is not replayed. Reasoning text is the
 item's `content` (`output_text` or `reasoning_text` parts), or its `summary`
 when content is empty. OpenRouter `reasoning_details` kept on reasoning items
@@ -40,8 +43,10 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from toolrelay.core.items import is_call, is_call_output
+from toolrelay.core.tool_results import is_model_image
 
 __all__ = [
+    "CODE_IMAGES_TEXT",
     "INTERRUPTED_TOOL_RESULT",
     "TOOL_IMAGES_TEXT",
     "ReasoningReplay",
@@ -56,6 +61,7 @@ ReasoningReplay = Literal["none", "reasoning_content", "think_tags", "thinking"]
 or Ollama's `thinking`), or inline tags."""
 
 TOOL_IMAGES_TEXT: Final = "Images returned by the tool call(s) above:"
+CODE_IMAGES_TEXT: Final = "Images shown by the code above:"
 INTERRUPTED_TOOL_RESULT: Final = "Error: the tool call was interrupted before it returned a result."
 
 _TEXT_PART_TYPES: Final = frozenset({"input_text", "output_text", "text"})
@@ -128,6 +134,16 @@ def _split_output(value: object) -> tuple[str, list[str]]:
     return "\n".join(texts), images
 
 
+def _code_images(item: Mapping[str, Any]) -> list[str]:
+    """The data URIs of the images a code block showed that a model can read."""
+    output = item.get("output")
+    files = output.get("files") if isinstance(output, Mapping) else None
+    if not isinstance(files, list):
+        return []
+    urls = (f.get("url") for f in files if isinstance(f, Mapping))
+    return [u for u in urls if isinstance(u, str) and is_model_image(u)]
+
+
 def _code_interpreter_text(item: Mapping[str, Any]) -> str:
     attrs = {"lang": str(item.get("lang") or "python")}
     extra = item.get("attributes")
@@ -144,6 +160,12 @@ def _code_interpreter_text(item: Mapping[str, Any]) -> str:
     if result:
         text += f"\n<code_interpreter_output>\n{result}\n</code_interpreter_output>"
     return text
+
+
+def _images_message(text: str, urls: Sequence[str]) -> dict[str, Any]:
+    parts: list[dict[str, Any]] = [{"type": "text", "text": text}]
+    parts += [{"type": "image_url", "image_url": {"url": url}} for url in urls]
+    return {"role": "user", "content": parts}
 
 
 @dataclass(slots=True)
@@ -171,6 +193,10 @@ class _ChatBuilder:
             self.details += _reasoning_details(item)
         elif kind == "code_interpreter" and not _empty_code(item):
             self.texts.append(_code_interpreter_text(item))
+            images = _code_images(item)
+            if images:  # the model reads them after the block, as it reads a tool's
+                self.flush()
+                self.messages.append(_images_message(CODE_IMAGES_TEXT, images))
         elif kind == "function_call" and _call_id(item) in answered:
             self.calls.append(item)
         elif kind == "function_call_output" and self.calls:
@@ -187,9 +213,7 @@ class _ChatBuilder:
             self.messages.append({"role": "tool", "tool_call_id": call["call_id"], "content": text})
             images.extend(urls)
         if images:
-            parts: list[dict[str, Any]] = [{"type": "text", "text": TOOL_IMAGES_TEXT}]
-            parts += [{"type": "image_url", "image_url": {"url": url}} for url in images]
-            self.messages.append({"role": "user", "content": parts})
+            self.messages.append(_images_message(TOOL_IMAGES_TEXT, images))
         self.texts, self.thoughts, self.details, self.calls = [], [], [], []
 
     def _assistant(self) -> dict[str, Any] | None:
@@ -313,8 +337,19 @@ def to_responses_input(
     outputs are sent alone); the orphan rule is judged over it.
     """
     answered = _answered_call_ids(output if context is None else context)
-    converted = (_responses_item(item, answered) for item in output)
-    return [item for item in converted if item is not None]
+    converted: list[dict[str, Any]] = []
+    for item in output:
+        found = _responses_item(item, answered)
+        if found is None:
+            continue
+        converted.append(found)
+        if item.get("type") == "code_interpreter":
+            images = _code_images(item)
+            if images:  # after the block, as a user turn (module doc)
+                parts = [{"type": "input_text", "text": CODE_IMAGES_TEXT}]
+                parts += [{"type": "input_image", "image_url": url} for url in images]
+                converted.append({"type": "message", "role": "user", "content": parts})
+    return converted
 
 
 def used_call_ids(
