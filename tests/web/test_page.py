@@ -8,7 +8,7 @@ import time
 
 import orjson
 import pytest
-from playwright.sync_api import FilePayload, Page, expect
+from playwright.sync_api import FilePayload, Page, Route, expect
 
 from tests.patience import HANG
 from tests.web.conftest import ADMIN_KEY, CHAT, Web, sign_in
@@ -58,6 +58,43 @@ def test_sign_in_keeps_only_an_httponly_cookie_and_a_streamed_answer_renders(
     expect(page.locator("#chat-list .chat-link[aria-current=page]")).to_have_count(1)
     page.reload()
     expect(page.locator("article.assistant .answer strong")).to_have_text("Hello")
+    context.close()
+
+
+def test_the_composer_waits_for_the_models_and_never_sends_without_one(web: Web) -> None:
+    """Typing and pressing Enter as soon as the page shows must not post a turn with no
+    model (the server's "You must provide a model."): the composer opens once the
+    models are there, and a send with no model is refused in place, the text kept."""
+    context = web.context()
+    page = context.new_page()
+    held: list[Route] = []
+    page.route("**/v1/models", lambda route: held.append(route))  # answered when the test says
+    sign_in(page)
+    deadline = time.monotonic() + HANG
+    while not held:  # the page asked for the models: now it waits for them
+        assert time.monotonic() < deadline, "the page never asked for /v1/models"
+        page.wait_for_timeout(20)
+    expect(page.locator("#input")).to_be_disabled()
+    expect(page.locator("#send")).to_be_disabled()
+    # a submit that gets through anyway (a script, an old browser) is refused in place
+    page.evaluate(
+        "document.getElementById('input').value = 'too early';"
+        "document.getElementById('compose').requestSubmit()"
+    )
+    expect(page.locator("#compose-note")).to_contain_text("model")
+    expect(page.locator("#input")).to_have_value("too early")
+    expect(page.locator("article.user")).to_have_count(0)
+    assert not [r for r in web.upstream.requests if r.path == CHAT]
+    assert len(held) == 1
+    held[0].continue_()
+    expect(page.locator("#input")).to_be_enabled()
+    expect(page.locator("#model option")).to_have_count(2)
+    web.upstream.route(CHAT, SSEReply(chat_chunks(text="On time.")))
+    page.press("#input", "Enter")
+    expect(page.locator("article.assistant .answer")).to_have_text("On time.")
+    expect(page.locator("#compose-note")).to_be_hidden()
+    assert page.locator("article.user").inner_text() == "too early"
+    assert web.upstream.requests[-1].json["model"] == "fake-model"
     context.close()
 
 

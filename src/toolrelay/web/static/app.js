@@ -35,6 +35,7 @@ async function boot() {
 async function showSignIn(message) {
   state.user = null;
   closeStream();
+  setReady(false);
   $("app").hidden = true;
   $("signin").hidden = false;
   const error = $("signin-error");
@@ -67,10 +68,20 @@ async function signedIn(session) {
   $("signin").hidden = true;
   $("app").hidden = false;
   $("who").textContent = session.user.name;
+  setReady(false);
   await Promise.all([loadModels(), loadChats(true)]);
   const fromHash = new URLSearchParams(location.hash.slice(1)).get("chat");
   if (fromHash) openChat(fromHash);
   else newChat();
+  setReady(true);
+}
+
+// The composer takes a message only once the models and the chat are there: sent
+// earlier, it would name no model (or be wiped by the chat opening under it).
+function setReady(ready) {
+  $("input").disabled = !ready;
+  $("send").disabled = !ready;
+  if (ready) $("input").focus();
 }
 
 $("sign-out").addEventListener("click", async () => {
@@ -366,6 +377,16 @@ function stickToBottom(force = false) {
 
 // ------------------------------------------------------------------ compose, send, stop
 
+// A message the composer refuses (no model to send to): said next to it, the text kept.
+function composeNote(message) {
+  const note = $("compose-note");
+  note.hidden = !message;
+  note.textContent = message || "";
+}
+
+$("input").addEventListener("input", () => composeNote(null));
+$("model").addEventListener("change", () => composeNote(null));
+
 function setRunning(running) {
   state.running = running;
   $("stop").hidden = !running;
@@ -380,6 +401,13 @@ async function send() {
     ? [{ type: "text", text }, ...state.attachments.map((url) => ({ type: "image_url", image_url: { url } }))]
     : text;
   const model = $("model").value;
+  if (!model || $("input").disabled) {
+    composeNote($("model").options.length
+      ? "Pick a model first: the message is kept."
+      : "No model to send to yet: the models are still loading, or none is configured. The message is kept.");
+    return;
+  }
+  composeNote(null);
   await guarded(async () => {
     if (!state.chatId) {
       const chat = await api("POST", "/api/chats", { model });
