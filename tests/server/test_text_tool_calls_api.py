@@ -1,7 +1,9 @@
-"""Tool calls written as text through `/v1/chat/completions` (issue 14).
+"""Tool calls written as text through `/v1/chat/completions` and `/v1/responses` (issue 14).
 
 The route named `local` recognises them by default; any other route leaves
-them as text unless its config says `text_tool_calls = true`.
+them as text unless its config says `text_tool_calls = true`, whatever API
+the client speaks and whatever API the upstream speaks (an `openai-responses`
+route too; only a `stateful` one cannot, and is refused).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from tests.sdk_clients import openai_client
 from tests.server.conftest import ADMIN_KEY, Running, ServerThread, make_settings
 from toolrelay.config.settings import ModelRoute
 from toolrelay.testing.fake_server import FakeModelServer, SSEReply
-from toolrelay.testing.wire import chat_chunks
+from toolrelay.testing.wire import chat_chunks, responses_events
 
 CHAT = "/v1/chat/completions"
 CALL = '```json\n{"name": "add", "arguments": {"a": 2, "b": 3}}\n```'
@@ -31,6 +33,13 @@ def running(tmp_path: Path, upstream: FakeModelServer) -> Iterator[Running]:
     routes = [
         ModelRoute(name="local", base_url=upstream.base_url, model="qwen"),
         ModelRoute(name="plain", base_url=upstream.base_url, model="qwen"),
+        ModelRoute(
+            name="small-responses",
+            kind="openai-responses",
+            base_url=upstream.base_url,
+            model="qwen",
+            text_tool_calls=True,
+        ),
     ]
     settings = make_settings(tmp_path, upstream, models=routes)
     with ServerThread(settings) as base_url:
@@ -119,3 +128,52 @@ def test_tool_choice_none_leaves_a_call_written_as_text_alone(running: Running) 
     assert done.choices[0].message.content == CALL
     assert running.upstream.requests[0].json["tool_choice"] == "none"
     assert len(running.upstream.requests) == 1
+
+
+def test_v1_responses_on_a_chat_route_runs_a_call_written_as_text(running: Running) -> None:
+    running.upstream.route(CHAT, written_call(), answer())
+    stream = sdk(running).responses.create(model="local", input="2+3?", stream=True)
+    events = list(stream)
+    text = "".join(e.delta for e in events if e.type == "response.output_text.delta")
+    assert text == "The sum is 5."  # the call's JSON never showed as text
+    done = events[-1]
+    assert done.type == "response.completed"
+    calls = [i for i in done.response.output if i.type == "function_call"]
+    assert [(c.name, c.arguments) for c in calls] == [("add", '{"a":2,"b":3}')]
+    second = running.upstream.requests[1].json["messages"]
+    assert second[-1]["role"] == "tool" and second[-1]["content"] == "5"
+
+
+def responses_call() -> SSEReply:
+    pieces = [CALL[i : i + 6] for i in range(0, len(CALL), 6)]
+    return SSEReply(responses_events(text=pieces), done=False)
+
+
+def test_an_openai_responses_route_runs_a_call_written_as_text(running: Running) -> None:
+    answer_events = responses_events(text=["The sum ", "is 5."])
+    running.upstream.route("/v1/responses", responses_call(), SSEReply(answer_events, done=False))
+    stream = sdk(running).chat.completions.create(
+        model="small-responses", messages=[{"role": "user", "content": "2+3?"}], stream=True
+    )
+    text = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+    assert text == "The sum is 5."
+    second = running.upstream.requests[1].json["input"]
+    call, output = second[-2], second[-1]
+    assert (call["type"], call["name"], call["arguments"]) == (
+        "function_call",
+        "add",
+        '{"a":2,"b":3}',
+    )
+    assert output == {"type": "function_call_output", "call_id": call["call_id"], "output": "5"}
+
+
+def test_a_stateful_route_with_text_tool_calls_is_refused() -> None:
+    with pytest.raises(ValueError, match="text_tool_calls cannot work with stateful"):
+        ModelRoute(
+            name="r",
+            kind="openai-responses",
+            base_url="http://127.0.0.1:1",
+            model="m",
+            stateful=True,
+            text_tool_calls=True,
+        )

@@ -102,8 +102,9 @@ class ModelRoute(BaseModel):
     text_tool_calls: bool = False
     """A call to an offered tool that the model writes as text in its answer (JSON, a
     ```json fence, `<tool_call>` tags, `functions.X:{…}`) is run as a real call
-    (`core.text_tool_calls`). Unset: on for the route named `local` (the embedded
-    small model writes its calls that way), off for every other route."""
+    (`core.text_tool_calls`), whatever the route's `kind`, except with `stateful` (refused).
+    Unset: on for the route named `local` (the embedded small model writes its calls that
+    way), off for every other route."""
     code_interpreter: bool = True
     """False keeps this route's model from running code (`[code_interpreter]`)."""
     coalesce_ms: float | None = Field(default=None, ge=0)
@@ -136,6 +137,12 @@ class ModelRoute(BaseModel):
             raise ValueError("set api_key_env or api_key, not both")
         if self.stateful and self.kind != "openai-responses":
             raise ValueError("stateful is only for kind 'openai-responses'")
+        if self.stateful and self.text_tool_calls:
+            raise ValueError(
+                "text_tool_calls cannot work with stateful: the upstream keeps the model's "
+                "answer as text, so the results of calls made from it match no call there; "
+                "set stateful = false"
+            )
         if self.reasoning_replay not in _REPLAYS[self.kind]:
             raise ValueError(
                 f"reasoning_replay {self.reasoning_replay!r} is not for kind {self.kind!r}"

@@ -40,6 +40,7 @@ from toolrelay.core.formats.responses.parse import response_object_to_output
 from toolrelay.core.framing import NDJSONDecoder, RawFrame, SSEDecoder
 from toolrelay.core.items import Item
 from toolrelay.core.text_call_accumulator import TextCallAccumulator
+from toolrelay.core.text_call_events import TextCallEventAccumulator
 from toolrelay.core.think_tags import TagConfig
 from toolrelay.core.usage import normalise_usage
 
@@ -82,7 +83,8 @@ class BodyReader:
         text_tools: Collection[str] = (),
     ) -> None:
         """`text_tools`: names of the offered tools whose calls written as text in the
-        content become real calls (`core.text_call_accumulator`); empty: none do."""
+        content become real calls (`core.text_call_accumulator`, and
+        `core.text_call_events` for a Responses API body); empty: none do."""
         self.format = format
         self._options: dict[str, Any] = {
             "clock": clock,
@@ -90,6 +92,7 @@ class BodyReader:
             "quiet": quiet,
             "call_ids": call_ids,
         }
+        self._text_tools = text_tools
         self.acc: Accumulator = (
             TextCallAccumulator(tools=text_tools, tags=tags, **self._options)
             if text_tools
@@ -261,7 +264,11 @@ class BodyReader:
             if deltas.output or (isinstance(deltas, TextCallAccumulator) and deltas.holding):
                 # deltas built items (or hold content): this body speaks Chat Completions
                 return deltas.feed(error_from_payload(obj)) if obj.get("type") == "error" else []
-            events = self._events = EventAccumulator(**self._options)
+            events = self._events = (
+                TextCallEventAccumulator(tools=self._text_tools, **self._options)
+                if self._text_tools
+                else EventAccumulator(**self._options)
+            )
             events.carry_over(deltas)
             self.acc = events
         return events.feed_event(obj, owned=owned)
