@@ -129,21 +129,23 @@ def _serve_workers(settings: Settings, count: int) -> None:
 
     import uvicorn
 
+    from toolrelay.server.metrics import shared_across_workers
     from toolrelay.server.workers import SETTINGS_ENV, prepare
 
     minted = asyncio.run(prepare(settings))
     if minted:
         sys.stderr.write(f"\ntoolrelay: admin API key (shown once, keep it): {minted}\n\n")
     os.environ[SETTINGS_ENV] = settings.model_dump_json()  # the spawned workers read it
-    uvicorn.run(
-        "toolrelay.server.workers:app",
-        factory=True,
-        workers=count,
-        host=settings.host,
-        port=settings.port,
-        log_config=None,
-        log_level=settings.log_level.lower(),
-    )
+    with shared_across_workers(settings.host, settings.metrics_port):  # /metrics sums them
+        uvicorn.run(
+            "toolrelay.server.workers:app",
+            factory=True,
+            workers=count,
+            host=settings.host,
+            port=settings.port,
+            log_config=None,
+            log_level=settings.log_level.lower(),
+        )
 
 
 def _start_local(settings: Settings) -> tuple[Settings, LocalModel]:

@@ -2,9 +2,15 @@
 
 Owns the metric definitions (one registry per app, so several apps in one
 process never share numbers), the observer that feeds them from the engine's
-hooks, and the separate listener when `metrics_port` is set. The numbers are
-this process's: with several workers, scrape each one (its own
-`metrics_port`) or accept that `/metrics` shows the worker that answered.
+hooks, and the separate listener when `metrics_port` is set.
+
+Several workers (`serve --workers N`, `shared_across_workers`): every worker
+writes its numbers to one per-run directory (prometheus_client's multiprocess
+mode, `PROMETHEUS_MULTIPROC_DIR`), and `/metrics` on any worker, like the
+`metrics_port` listener (then run by the parent process, so it outlives any
+worker), adds them up: counters and histograms summed over every worker that
+ran, gauges summed over the live ones. The directory is removed when the
+server stops (one given in `PROMETHEUS_MULTIPROC_DIR` is emptied at start).
 
 | metric | labels |
 |---|---|
@@ -22,11 +28,15 @@ this process's: with several workers, scrape each one (its own
 from __future__ import annotations
 
 import logging
+import os
+import shutil
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from pathlib import Path
+from typing import Any, Final
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -40,7 +50,7 @@ from prometheus_client import (
 
 from toolrelay.engine.observer import ModelCall, ToolCall, TurnStart, TurnSummary
 
-__all__ = ["CONTENT_TYPE", "Metrics"]
+__all__ = ["CONTENT_TYPE", "MULTIPROC_ENV", "Metrics", "shared_across_workers"]
 
 log = logging.getLogger("toolrelay.server")
 
@@ -49,6 +59,52 @@ _TURN_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
 _LAG_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5)
 UNKNOWN_TOOL = "(unknown)"
 """The label of calls to a tool that does not exist (a model's invention must not add series)."""
+MULTIPROC_ENV: Final = "PROMETHEUS_MULTIPROC_DIR"
+"""prometheus_client's own: set, every process writes its numbers there (read at import)."""
+PARENT_LISTENS_ENV: Final = "TOOLRELAY_METRICS_IN_PARENT"
+"""Set by the parent of the workers when it serves `metrics_port` itself."""
+
+
+def _shared_dir() -> str | None:
+    return os.environ.get(MULTIPROC_ENV) or None
+
+
+def _all_workers(path: str) -> CollectorRegistry:
+    """A registry that reads every worker's numbers from `path` at each scrape."""
+    from prometheus_client import multiprocess
+
+    registry = CollectorRegistry()
+    multiprocess.MultiProcessCollector(registry, path=path)  # type: ignore[no-untyped-call]
+    return registry
+
+
+@contextmanager
+def shared_across_workers(host: str, metrics_port: int | None) -> Iterator[str]:
+    """Around `uvicorn.run(workers=N)` in the parent: the workers' shared directory (in the
+    environment they inherit), and the `metrics_port` listener over all of them."""
+    given = _shared_dir()
+    path = given or tempfile.mkdtemp(prefix="toolrelay-metrics-")
+    if given:  # a previous run's numbers would be added in
+        for old in Path(given).glob("*.db"):
+            old.unlink(missing_ok=True)
+    os.environ[MULTIPROC_ENV] = path
+    listener: Any = None
+    if metrics_port is not None:
+        listener, thread = start_http_server(metrics_port, addr=host, registry=_all_workers(path))
+        os.environ[PARENT_LISTENS_ENV] = "1"
+        log.info("metrics listening on http://%s:%s/metrics (all workers)", host, metrics_port)
+    log.info("metrics: the workers share %s", path)
+    try:
+        yield path
+    finally:
+        if listener is not None:
+            listener.shutdown()
+            listener.server_close()
+            thread.join(5)
+            os.environ.pop(PARENT_LISTENS_ENV, None)
+        if given is None:
+            os.environ.pop(MULTIPROC_ENV, None)
+            shutil.rmtree(path, ignore_errors=True)
 
 
 class Metrics:
@@ -83,9 +139,15 @@ class Metrics:
             "toolrelay_tokens", "Tokens by route, in (prompt) and out (completion).",
             ["route", "direction"], registry=r,
         )  # fmt: skip
-        self.active_turns = Gauge("toolrelay_active_turns", "Turns running now.", registry=r)
+        # with several workers: the sum over the live ones (module doc)
+        self.active_turns = Gauge(
+            "toolrelay_active_turns", "Turns running now.", registry=r, multiprocess_mode="livesum"
+        )
         self.sse_subscribers = Gauge(
-            "toolrelay_sse_subscribers", "Chat event streams open now.", registry=r
+            "toolrelay_sse_subscribers",
+            "Chat event streams open now.",
+            registry=r,
+            multiprocess_mode="livesum",
         )
         self.bus_lag = Histogram(
             "toolrelay_event_bus_lag_seconds",
@@ -107,7 +169,9 @@ class Metrics:
         return found
 
     def render(self) -> bytes:
-        return generate_latest(self.registry)
+        """The text format: this process's numbers, or every worker's (module doc)."""
+        shared = _shared_dir()
+        return generate_latest(self.registry if shared is None else _all_workers(shared))
 
     @contextmanager
     def turn(self, start: TurnStart) -> Iterator[_TurnMetrics]:
@@ -141,6 +205,11 @@ class Metrics:
         return None if self._listener is None else int(self._listener.server_port)
 
     def close(self) -> None:
+        shared = _shared_dir()
+        if shared is not None:  # this worker's live gauges stop counting
+            from prometheus_client import multiprocess
+
+            multiprocess.mark_process_dead(os.getpid(), path=shared)  # type: ignore[no-untyped-call]
         if self._listener is not None:
             self._listener.shutdown()
             self._listener.server_close()

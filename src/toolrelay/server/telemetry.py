@@ -11,12 +11,13 @@ so the turns pay nothing for it.
 from __future__ import annotations
 
 import logging
+import os
 from typing import Any
 
 from toolrelay.config.registry import Registry
 from toolrelay.config.settings import Settings
 from toolrelay.engine.observer import Observer, Observers
-from toolrelay.server.metrics import Metrics
+from toolrelay.server.metrics import PARENT_LISTENS_ENV, Metrics
 from toolrelay.server.turn_log import TurnLog
 
 __all__ = ["Telemetry"]
@@ -54,10 +55,10 @@ class Telemetry:
         return Tracing(provider, models=models)
 
     def _listen(self) -> None:
-        """The metrics listener, when `metrics_port` is set (a port in use is logged, not fatal:
-        with several workers only the first one binds it)."""
+        """The metrics listener, when `metrics_port` is set (a port in use is logged, not
+        fatal); with several workers their parent runs it (`metrics.shared_across_workers`)."""
         port = self.settings.metrics_port
-        if port is None:
+        if port is None or os.environ.get(PARENT_LISTENS_ENV):  # the workers' parent serves it
             return
         try:
             self.metrics.serve(self.settings.host, port)
