@@ -21,9 +21,9 @@ import asyncio
 import logging
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
-from typing import Any
+from typing import Any, Final
 
-from toolrelay.adapters.stores import Store, utc_now
+from toolrelay.adapters.stores import NewChat, Store, utc_now
 from toolrelay.config.settings import Settings
 from toolrelay.core.ids import new_id
 from toolrelay.engine.finish import RunResult
@@ -35,16 +35,27 @@ log = logging.getLogger("toolrelay.server")
 
 API_CHAT_PREFIX = "api_"
 TITLE_CHARS = 80
+MAX_BATCH: Final = 500
+"""Turns written in one transaction at most."""
 _ROLES = {"user": "user", "system": "system", "developer": "system", "assistant": "assistant"}
 
 
 class ApiTurnLog:
-    """Writes ended `/v1` turns to the store, in the background, then prunes the log."""
+    """Writes ended `/v1` turns to the store, in the background, then prunes the log.
+
+    One writer task at a time takes every turn ended meanwhile and writes them in
+    one transaction (`Store.add_chats`): a burst of a thousand ended streams costs
+    a few transactions, not four per turn, each a round trip through SQLAlchemy
+    (which cost several times the CPU of streaming the answer, and ran on after
+    the answers, slowing the next ones' first tokens). No timer: turns ending while
+    a write is under way simply form the next batch.
+    """
 
     def __init__(self, store: Store, settings: Settings) -> None:
         self.store = store
         self.settings = settings
-        self._writes: set[asyncio.Task[None]] = set()
+        self._queue: list[NewChat] = []
+        self._writer: asyncio.Task[None] | None = None
 
     def record(
         self,
@@ -56,35 +67,52 @@ class ApiTurnLog:
     ) -> None:
         """Save one ended turn (as `turn_id`, the request id) under a new `api_…` chat."""
         kept = [k for k in (_kept(m) for m in messages) if k is not None]
-        write = self._save(user_id, route, kept, turn_id, result.saved(route))
-        task = asyncio.get_running_loop().create_task(write)
-        self._writes.add(task)
-        task.add_done_callback(self._writes.discard)
+        chat = NewChat(
+            id=new_id(API_CHAT_PREFIX.rstrip("_")),
+            user_id=user_id,
+            title=_title(kept),
+            model=route,
+            tags=["api"],
+            messages=kept,
+            turn_id=turn_id,
+            turn=result.saved(route),
+        )
+        self._queue.append(chat)
+        if self._writer is None:
+            self._writer = asyncio.get_running_loop().create_task(self._write_all())
 
     async def drain(self) -> None:
         """Wait for the writes in flight (shutdown, tests)."""
-        while self._writes:
-            await asyncio.gather(*list(self._writes), return_exceptions=True)
+        while self._writer is not None:
+            await asyncio.gather(self._writer, return_exceptions=True)
 
-    async def _save(
-        self,
-        user_id: str,
-        route: str,
-        kept: list[Message],
-        turn_id: str,
-        turn: Mapping[str, Any],
-    ) -> None:
-        store = self.store
-        chat_id = new_id(API_CHAT_PREFIX.rstrip("_"))
+    async def _write_all(self) -> None:
         try:
-            await store.create_chat(user_id, title=_title(kept), model=route, chat_id=chat_id)
-            await store.update_chat(chat_id, tags=["api"])
-            for message in kept:
-                await store.add_message(chat_id, message)
-            await store.save_turn(chat_id, turn_id, turn)
-            await self._prune()
+            while self._queue:
+                batch, self._queue = self._queue[:MAX_BATCH], self._queue[MAX_BATCH:]
+                await self._write(batch)
+                try:
+                    await self._prune()
+                except Exception:
+                    log.exception("could not prune the request log")
+        finally:
+            self._writer = None
+
+    async def _write(self, batch: list[NewChat]) -> None:
+        """The batch in one transaction; if that fails, each turn alone, so one bad turn
+        (its user deleted meanwhile, say) costs only itself."""
+        try:
+            await self.store.add_chats(batch)
+            return
         except Exception:
-            log.exception("could not save /v1 turn %s in the request log", turn_id)
+            if len(batch) == 1:
+                log.exception("could not save /v1 turn %s in the request log", batch[0].turn_id)
+                return
+        for chat in batch:
+            try:
+                await self.store.add_chats([chat])
+            except Exception:
+                log.exception("could not save /v1 turn %s in the request log", chat.turn_id)
 
     async def _prune(self) -> None:
         days, keep = self.settings.api_turns_max_age_days, self.settings.api_turns_max_count

@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 
 from tests.adapters.stores.conftest import START
-from toolrelay.adapters.stores import Store
+from toolrelay.adapters.stores import NewChat, NotFoundError, Store
 
 pytestmark = pytest.mark.anyio
 
@@ -64,3 +64,44 @@ async def test_prune_by_age_and_by_count_touches_only_the_prefix(store: Store) -
     future = made[4].created_at + timedelta(days=1)
     assert await store.prune_chats(id_prefix="api_", older_than=future) == 1
     assert await _titles(store, user) == [keep_me.title]
+
+
+def _logged(chat_id: str, user: str, turn_id: str, content: object = "hi") -> NewChat:
+    turn = {"output": [], "content": "hello", "status": "completed", "model": "m"}
+    return NewChat(
+        id=chat_id,
+        user_id=user,
+        title="hi",
+        model="fake",
+        tags=["api"],
+        messages=[{"role": "system", "content": "Be brief."}, {"role": "user", "content": content}],
+        turn_id=turn_id,
+        turn=turn,
+    )
+
+
+async def test_add_chats_writes_whole_chats_in_order(store: Store) -> None:
+    alice = (await store.create_user("alice")).id
+    bob = (await store.create_user("bob")).id
+    await store.add_chats([_logged("api_1", alice, "req_1"), _logged("api_2", bob, "req_2")])
+    [chat], _ = await store.list_chats(bob)
+    assert (chat.id, chat.title, chat.tags, chat.model) == ("api_2", "hi", ["api"], "fake")
+    saved = await store.get_messages("api_1")
+    assert [(m.role, m.content) for m in saved] == [
+        ("system", "Be brief."),
+        ("user", "hi"),
+        ("assistant", "hello"),
+    ]
+    assert (saved[2].id, saved[2].status, saved[2].model) == ("req_1", "completed", "m")
+    assert [c.id for c in (await store.list_chats(alice, query="hello"))[0]] == ["api_1"]
+
+
+async def test_add_chats_writes_all_or_none(store: Store) -> None:
+    alice = (await store.create_user("alice")).id
+    unknown = [_logged("api_1", alice, "req_1"), _logged("api_2", "user_gone", "req_2")]
+    with pytest.raises(NotFoundError):
+        await store.add_chats(unknown)
+    bad = [_logged("api_3", alice, "req_3"), _logged("api_4", alice, "req_4", content=3)]
+    with pytest.raises(TypeError):
+        await store.add_chats(bad)
+    assert (await store.list_chats(alice))[1] == 0

@@ -3,16 +3,24 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from tests.patience import HANG
 from tests.server.conftest import Running, ServerThread, make_settings
 from tests.server.test_openai_api import call_reply, text_reply
+from toolrelay.adapters.stores import MemoryStore, NewChat
 from toolrelay.adapters.stores.sql import SQLStore
+from toolrelay.config.settings import Settings
+from toolrelay.core.status import TurnStatus
+from toolrelay.engine.finish import RunResult
+from toolrelay.server.api_log import ApiTurnLog
 from toolrelay.testing.fake_server import FakeModelServer, SSEReply
 from toolrelay.testing.wire import responses_events
 
@@ -138,3 +146,40 @@ def test_retention_keeps_the_newest(tmp_path: Path) -> None:
                 time.sleep(0.02)
             assert [c["title"] for c in client.get("/api/chats").json()["data"]][-1] == "mine"
     assert _chat_count(settings.database_url) == 3
+
+
+class CountingStore(MemoryStore):
+    """Counts the batches the log writes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.batches: list[int] = []
+
+    async def add_chats(self, chats: Sequence[NewChat]) -> None:
+        self.batches.append(len(chats))
+        await super().add_chats(chats)
+
+
+def test_turns_ended_together_are_written_together_and_a_bad_one_costs_only_itself(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def scenario() -> tuple[CountingStore, list[str]]:
+        store = CountingStore()
+        alice = (await store.create_user("alice")).id
+        log = ApiTurnLog(store, Settings(data_dir=tmp_path))
+        done = RunResult(output=[], text="hello", usage={}, status=TurnStatus.COMPLETED)
+        ask = [{"role": "user", "content": "q"}]
+        for i, user in enumerate([alice, alice, "user_gone", alice]):  # one loop step
+            log.record(user, "fake", [{"role": "user", "content": f"q{i}"}], f"req_{i}", done)
+        await log.drain()
+        log.record(alice, "fake", ask, "req_late", done)  # after the drain: a new writer
+        await log.drain()
+        chats, _ = await store.list_chats(alice, limit=10)
+        return store, sorted(str(c.title) for c in chats)
+
+    with caplog.at_level(logging.ERROR, "toolrelay.server"):
+        store, titles = asyncio.run(scenario())
+    assert titles == ["q", "q0", "q1", "q3"]
+    # one batch of four fails on the unknown user; then each alone; then the late one
+    assert store.batches == [4, 1, 1, 1, 1, 1]
+    assert "could not save /v1 turn req_2" in caplog.text

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from toolrelay.adapters.stores.base import (
     ApiKey,
     Chat,
+    NewChat,
     NotFoundError,
     Store,
     StoredMessage,
@@ -45,6 +46,7 @@ __all__ = [
     "Chat",
     "Clock",
     "MemoryStore",
+    "NewChat",
     "NotFoundError",
     "SQLStore",
     "Store",

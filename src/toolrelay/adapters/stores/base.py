@@ -6,7 +6,7 @@ implement `Store`; the helpers they share are in `keys` and `records`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
@@ -14,7 +14,16 @@ from typing import Any, Protocol
 from toolrelay.engine.interfaces import ChatStore
 from toolrelay.errors import ToolrelayError
 
-__all__ = ["ApiKey", "Chat", "NotFoundError", "Store", "StoredMessage", "TurnFields", "User"]
+__all__ = [
+    "ApiKey",
+    "Chat",
+    "NewChat",
+    "NotFoundError",
+    "Store",
+    "StoredMessage",
+    "TurnFields",
+    "User",
+]
 
 
 class NotFoundError(ToolrelayError, LookupError):
@@ -81,6 +90,22 @@ class TurnFields:
     timings: dict[str, Any] | None
     model: str | None
     follow_ups: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class NewChat:
+    """A whole chat written at once (the `/v1` request log): its messages, then one turn."""
+
+    id: str
+    user_id: str
+    title: str | None
+    model: str | None
+    tags: list[str]
+    messages: Sequence[Mapping[str, Any]]
+    """User, system and assistant messages, as `add_message` takes them."""
+    turn_id: str
+    turn: Mapping[str, Any]
+    """The assistant turn, as `save_turn` takes it."""
 
 
 class Store(ChatStore, Protocol):
@@ -162,6 +187,12 @@ class Store(ChatStore, Protocol):
     ) -> None: ...
 
     async def add_message(self, chat_id: str, message: Mapping[str, Any]) -> str: ...
+
+    async def add_chats(self, chats: Sequence[NewChat]) -> None:
+        """Write new whole chats in one transaction: all of them, or (on any error) none.
+        What `create_chat`, `update_chat`, `add_message` and `save_turn` would write, one
+        transaction per batch instead of several per chat."""
+        ...
 
     async def get_messages(self, chat_id: str) -> list[StoredMessage]: ...
 

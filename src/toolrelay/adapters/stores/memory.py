@@ -8,7 +8,7 @@ values are copied in and out, so callers can never mutate stored state.
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
@@ -17,6 +17,7 @@ from toolrelay.adapters.stores import (
     ApiKey,
     Chat,
     Clock,
+    NewChat,
     NotFoundError,
     StoredMessage,
     User,
@@ -257,6 +258,24 @@ class MemoryStore:
         self._messages[stored.id] = stored
         self._chats[chat_id] = replace(chat, updated_at=now)
         return stored.id
+
+    async def add_chats(self, chats: Sequence[NewChat]) -> None:
+        """All or none (`Store.add_chats`): everything is checked before anything is kept."""
+        for chat in chats:
+            self._require_user(chat.user_id)
+            if chat.id in self._chats or chat.turn_id in self._messages:
+                raise ValueError(f"chat {chat.id!r} or message {chat.turn_id!r} already exists")
+            for message in chat.messages:
+                message_content(message)
+            turn_fields(chat.turn)
+        for chat in chats:
+            await self.create_chat(
+                chat.user_id, title=chat.title, model=chat.model, chat_id=chat.id
+            )
+            await self.update_chat(chat.id, tags=list(chat.tags))
+            for message in chat.messages:
+                await self.add_message(chat.id, message)
+            await self.save_turn(chat.id, chat.turn_id, chat.turn)
 
     async def save_turn(self, chat_id: str, message_id: str, turn: Mapping[str, Any]) -> None:
         fields = turn_fields(turn)  # validates and copies before anything changes

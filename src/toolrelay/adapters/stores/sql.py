@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -25,7 +25,7 @@ from typing import Any
 import orjson
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Text, and_, cast, delete, event, func, or_, select, update
+from sqlalchemy import Text, and_, cast, delete, event, func, insert, or_, select, update
 from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.ext.asyncio import (
     AsyncEngine,
@@ -40,6 +40,7 @@ from toolrelay.adapters.stores import (
     ApiKey,
     Chat,
     Clock,
+    NewChat,
     NotFoundError,
     StoredMessage,
     User,
@@ -210,6 +211,29 @@ async def _chat_row(session: AsyncSession, chat_id: str) -> ChatRow:
     row = await session.get(ChatRow, chat_id)
     if row is None:
         raise NotFoundError(f"chat {chat_id!r} not found")
+    return row
+
+
+def _message_row(
+    chat_id: str, message_id: str, role: str, now: datetime, **fields: Any
+) -> dict[str, Any]:
+    """A `messages` row for a bulk insert (every column given: executemany wants one shape)."""
+    row: dict[str, Any] = {
+        "id": message_id,
+        "chat_id": chat_id,
+        "role": role,
+        "content": None,
+        "output": [],
+        "usage": None,
+        "status": None,
+        "error": None,
+        "timings": None,
+        "model": None,
+        "follow_ups": [],
+        "created_at": now,
+        "updated_at": now,
+    }
+    row.update(fields)
     return row
 
 
@@ -495,6 +519,56 @@ class SQLStore:
             session.add(row)
             chat.updated_at = now
         return row.id
+
+    async def add_chats(self, chats: Sequence[NewChat]) -> None:
+        """Whole new chats in one transaction, as bulk inserts (`Store.add_chats`): the
+        request log writes a burst of ended turns this way, not four transactions each."""
+        if not chats:
+            return
+        now = self._now()
+        chat_rows: list[dict[str, Any]] = []
+        message_rows: list[dict[str, Any]] = []
+        for chat in chats:  # every value checked and copied before anything is written
+            chat_rows.append(
+                {
+                    "id": chat.id,
+                    "user_id": chat.user_id,
+                    "title": chat.title,
+                    "tags": [str(tag) for tag in chat.tags],
+                    "model": chat.model,
+                    "created_at": now,
+                    "updated_at": now,
+                }
+            )
+            for message in chat.messages:
+                role, content = message_content(message)
+                message_rows.append(
+                    _message_row(chat.id, new_id("msg"), role, now, content=content)
+                )
+            fields = turn_fields(chat.turn)
+            message_rows.append(
+                _message_row(
+                    chat.id,
+                    chat.turn_id,
+                    "assistant",
+                    now,
+                    content=fields.content,
+                    output=fields.output,
+                    usage=fields.usage,
+                    status=fields.status,
+                    error=fields.error,
+                    timings=fields.timings,
+                    model=fields.model,
+                    follow_ups=fields.follow_ups,
+                )
+            )
+        users = {chat.user_id for chat in chats}
+        async with self._write() as session:
+            found = set(await session.scalars(select(UserRow.id).where(UserRow.id.in_(users))))
+            if users - found:
+                raise NotFoundError(f"users not found: {sorted(users - found)}")
+            await session.execute(insert(ChatRow), chat_rows)
+            await session.execute(insert(MessageRow), message_rows)
 
     async def save_turn(self, chat_id: str, message_id: str, turn: Mapping[str, Any]) -> None:
         """Insert or overwrite assistant message `message_id`, all in one transaction."""
