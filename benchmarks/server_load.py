@@ -13,7 +13,8 @@ the load client to CPU 1, so a server's own queueing is what the figures show.
 Reported per N (the median of ROUNDS rounds, the contenders alternating so
 drift hits all alike): added time to first token p50 / p99 (the contender's
 TTFT percentile minus the upstream's), TTFB p50 (response head), server CPU
-per chat (from /proc) and content chunks per chat, then toolrelay's figures
+per chat (from /proc, until the server is idle again: work left for after the
+answers counts too) and content chunks per chat, then toolrelay's figures
 over the proxy's (ratios below 1.00 are better than the floor). `cut` counts
 chats whose text did not arrive whole: it should stay 0.
 
@@ -119,11 +120,27 @@ class Figures:
     cut: int
 
 
+def settled(pids: list[int], limit: float = 120) -> float:
+    """The processes' CPU seconds once they have gone quiet (under 20 ms of CPU in 0.5 s).
+
+    Work a server leaves for after the answers (the request log's writes) is part of a
+    chat's cost, and must not run on into the next contender's wave on the same core."""
+    last = cpu_seconds(pids)
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        time.sleep(0.5)
+        now = cpu_seconds(pids)
+        if now - last < 0.02:
+            return now
+        last = now
+    return last
+
+
 def measure(contender: Contender, n: int) -> tuple[Figures, list[Sample]]:
     pids = contender.pids()
-    cpu0 = cpu_seconds(pids)
+    cpu0 = settled(pids)
     samples = asyncio.run(wave(contender.port, PATH, n, BODY, contender.headers))
-    cpu = (cpu_seconds(pids) - cpu0) * 1000 / n
+    cpu = (settled(pids) - cpu0) * 1000 / n
     ttfts = [s.ttft for s in samples if s.ttft]
     figures = Figures(
         p50=percentile(ttfts, 50) if ttfts else float("nan"),

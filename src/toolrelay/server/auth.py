@@ -5,12 +5,17 @@ A request without a key may carry the web page's session cookie instead
 
 Lookups are cached briefly (keys are hashed in the store, so a cache hit saves
 a hash and a query per request); revoking through this server drops the cache
-at once, other workers see it within `ttl` seconds.
+at once, other workers see it within `ttl` seconds. An answer older than half
+the `ttl` is still used while one query refreshes it in the background, so a
+steady stream of requests never waits for the database (a burst of a thousand
+chats all waited for one query whenever the answer expired); none is used older
+than `ttl`, so a revocation elsewhere takes effect as soon as it did before.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Awaitable, Callable
 
@@ -24,11 +29,17 @@ from toolrelay.server.session import COOKIE, CSRF_HEADER, SAFE_METHODS, csrf_ok,
 class KeyCache:
     """Recent key → user answers; concurrent lookups of one key share one query."""
 
-    def __init__(self, store: Store, *, ttl: float = 10.0) -> None:
+    def __init__(
+        self, store: Store, *, ttl: float = 10.0, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self._store = store
         self._ttl = ttl
+        self._clock = clock
         self._cache: dict[str, tuple[float, User | None]] = {}
         self._inflight: dict[str, asyncio.Future[User | None]] = {}
+        self._generation = 0
+        """Bumped by `clear()`: a query started before it must not put its answer back."""
+        self._refreshing: dict[str, asyncio.Task[None]] = {}
 
     async def user(self, key: str) -> User | None:
         return await self._lookup(key, self._store.user_for_key)
@@ -40,13 +51,32 @@ class KeyCache:
     async def _lookup(
         self, key: str, fetch: Callable[[str], Awaitable[User | None]]
     ) -> User | None:
-        now = time.monotonic()
         hit = self._cache.get(key)
-        if hit is not None and now - hit[0] < self._ttl:
-            return hit[1]
+        if hit is not None:
+            age = self._clock() - hit[0]
+            if age < self._ttl:
+                if age >= self._ttl / 2 and key not in self._refreshing:
+                    self._refresh(key, fetch)
+                return hit[1]
         waiting = self._inflight.get(key)
         if waiting is not None:  # a burst of requests with one key: one query, not one each
             return await asyncio.shield(waiting)
+        return await self._fetch(key, fetch)
+
+    def _refresh(self, key: str, fetch: Callable[[str], Awaitable[User | None]]) -> None:
+        """Ask again in the background; the cached answer serves meanwhile."""
+
+        async def again() -> None:
+            with contextlib.suppress(Exception):  # the next lookup after `ttl` asks (and fails)
+                await self._fetch(key, fetch)
+
+        task = asyncio.get_running_loop().create_task(again())
+        self._refreshing[key] = task
+        task.add_done_callback(lambda _: self._refreshing.pop(key, None))
+
+    async def _fetch(self, key: str, fetch: Callable[[str], Awaitable[User | None]]) -> User | None:
+        now = self._clock()
+        generation = self._generation
         future: asyncio.Future[User | None] = asyncio.get_running_loop().create_future()
         self._inflight[key] = future
         try:
@@ -58,12 +88,14 @@ class KeyCache:
         finally:
             del self._inflight[key]
         future.set_result(user)
-        if len(self._cache) > 10_000:
-            self._cache.clear()
-        self._cache[key] = (now, user)
+        if generation == self._generation:  # else a revocation came meanwhile: ask again
+            if len(self._cache) > 10_000:
+                self._cache.clear()
+            self._cache[key] = (now, user)
         return user
 
     def clear(self) -> None:
+        self._generation += 1
         self._cache.clear()
 
 
