@@ -83,11 +83,12 @@ class Web:
         return context
 
 
-def _config(tmp: Path, upstream: FakeModelServer, extra: str = "") -> Path:
+def _config(tmp: Path, upstream: FakeModelServer, extra: str = "", top: str = "") -> Path:
     text = f"""
 admin_key = "{ADMIN_KEY}"
 data_dir = "{tmp / "data"}"
 tools = ["{TOOLS}"]
+{top}
 
 [limits]
 coalesce_ms = 0
@@ -128,10 +129,11 @@ def web(playwright: Playwright, tmp_path_factory: pytest.TempPathFactory) -> Ite
 
 
 @contextlib.contextmanager
-def serving(playwright: Playwright, tmp: Path, extra: str = "") -> Iterator[Web]:
-    """The server (its config plus `extra` TOML), the proxy and a browser."""
+def serving(playwright: Playwright, tmp: Path, extra: str = "", top: str = "") -> Iterator[Web]:
+    """The server (its config plus `extra` TOML tables and `top` top-level keys), the proxy
+    and a browser."""
     with FakeModelServer() as upstream:
-        server = ServerProcess(_config(tmp, upstream, extra), tmp / "server.log")
+        server = ServerProcess(_config(tmp, upstream, extra, top), tmp / "server.log")
         server.start()
         try:
             port = int(server.base_url.rsplit(":", 1)[1])

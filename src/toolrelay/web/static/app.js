@@ -4,16 +4,15 @@ import { api, ApiError, setCsrf } from "/static/api.js";
 import { ChatStream } from "/static/stream.js";
 import { TurnView, onFlushed, userMessage } from "/static/render.js";
 import { CLIENT_TOOLS, runClientTool } from "/static/client_tools.js";
+import { ChatList } from "/static/chat_list.js";
 
 const $ = (id) => document.getElementById(id);
-const PAGE = 30;
 const IDLE_POLL_MS = 2000; // an idle chat is looked at again this often (turns from other tabs)
 
 const state = {
   user: null,
-  chats: [],
-  total: 0,
   chatId: null,
+  chat: null,       // the open chat's record (title, tags), once it has one
   stream: null,
   turn: null,       // the live TurnView, while a turn runs
   running: false,
@@ -69,7 +68,7 @@ async function signedIn(session) {
   $("app").hidden = false;
   $("who").textContent = session.user.name;
   setReady(false);
-  await Promise.all([loadModels(), loadChats(true)]);
+  await Promise.all([loadModels(), chatList.reset()]);
   const fromHash = new URLSearchParams(location.hash.slice(1)).get("chat");
   if (fromHash) openChat(fromHash);
   else newChat();
@@ -126,51 +125,13 @@ async function loadModels() {
 
 $("model").addEventListener("change", () => localStorage.setItem("toolrelay.model", $("model").value));
 
-async function loadChats(reset) {
-  const offset = reset ? 0 : state.chats.length;
-  const page = await api("GET", `/api/chats?source=chat&limit=${PAGE}&offset=${offset}`);
-  state.chats = reset ? page.data : state.chats.concat(page.data);
-  state.total = page.total;
-  renderChatList();
-}
-
-function renderChatList() {
-  const list = $("chat-list");
-  const query = $("search").value.trim().toLowerCase();
-  list.replaceChildren();
-  for (const chat of state.chats) {
-    const title = chat.title || "New chat";
-    if (query && !title.toLowerCase().includes(query)) continue;
-    const li = document.createElement("li");
-    const button = document.createElement("button");
-    button.type = "button";
-    button.className = "chat-link";
-    button.dataset.chatId = chat.id;
-    if (chat.id === state.chatId) button.setAttribute("aria-current", "page");
-    const name = document.createElement("span");
-    name.className = "chat-name";
-    name.textContent = title;
-    button.append(name);
-    if (chat.tags && chat.tags.length) {
-      const tags = document.createElement("span");
-      tags.className = "chat-tags";
-      tags.textContent = chat.tags.join(" · ");
-      button.append(tags);
-    }
-    button.addEventListener("click", () => { openChat(chat.id); closeSidebar(); });
-    li.append(button);
-    list.append(li);
-  }
-  $("more-chats").hidden = state.chats.length >= state.total;
-}
-
-$("search").addEventListener("input", renderChatList);
-$("more-chats").addEventListener("click", () => guarded(() => loadChats(false)));
-
-function currentChat() { return state.chats.find((c) => c.id === state.chatId); }
+const chatList = new ChatList(
+  { list: $("chat-list"), more: $("more-chats"), search: $("search"), scroller: $("chat-scroller"), empty: $("chat-list-empty") },
+  { onOpen: (id) => { openChat(id); closeSidebar(); }, onError: (err) => guarded(() => { throw err; }) },
+);
 
 function showChatHeader() {
-  const chat = currentChat();
+  const chat = state.chat;
   $("chat-title").textContent = (chat && chat.title) || "New chat";
   $("chat-tags").textContent = chat && chat.tags && chat.tags.length ? chat.tags.join(" · ") : "";
   $("rename-chat").hidden = $("delete-chat").hidden = !state.chatId;
@@ -180,13 +141,14 @@ function newChat() {
   closeStream();
   state.snapshotKey = null;
   state.chatId = null;
+  state.chat = null;
   state.turn = null;
   state.running = false;
   state.lastId = null;
   history.replaceState(null, "", location.pathname);
   $("messages").replaceChildren();
   showChatHeader();
-  renderChatList();
+  chatList.select(null);
   setRunning(false);
   $("input").focus();
 }
@@ -194,21 +156,17 @@ function newChat() {
 $("new-chat").addEventListener("click", () => { newChat(); closeSidebar(); });
 
 $("rename-chat").addEventListener("click", () => guarded(async () => {
-  const chat = currentChat();
-  const title = prompt("Rename the chat", (chat && chat.title) || "");
+  const title = prompt("Rename the chat", (state.chat && state.chat.title) || "");
   if (title === null || !title.trim()) return;
   const updated = await api("PATCH", `/api/chats/${state.chatId}`, { title: title.trim() });
-  Object.assign(chat || {}, updated);
-  showChatHeader();
-  renderChatList();
+  updateChat(updated);
 }));
 
 $("delete-chat").addEventListener("click", () => guarded(async () => {
   if (!confirm("Delete this chat and all its messages?")) return;
   const id = state.chatId;
   await api("DELETE", `/api/chats/${id}`);
-  state.chats = state.chats.filter((c) => c.id !== id);
-  state.total -= 1;
+  chatList.remove(id);
   newChat();
 }));
 
@@ -218,15 +176,25 @@ function openChat(chatId) {
   closeStream();
   state.snapshotKey = null;
   state.chatId = chatId;
+  state.chat = chatList.find(chatId) || null;
   state.turn = null;
   state.running = false;
   state.lastId = null;
   history.replaceState(null, "", `#chat=${encodeURIComponent(chatId)}`);
   $("messages").replaceChildren();
   showChatHeader();
-  renderChatList();
+  chatList.select(chatId);
   banner(null);
   follow();
+  if (!state.chat) loadChatRecord(chatId); // not in the pages loaded (an old chat's link)
+}
+
+// The title and tags of a chat opened by its address; its messages come from the events.
+async function loadChatRecord(chatId) {
+  let chat;
+  try { chat = await api("GET", `/api/chats/${encodeURIComponent(chatId)}`); } catch (_) { return; } // the stream says why
+  if (state.chatId !== chatId) return;
+  updateChat({ title: chat.title, tags: chat.tags });
 }
 
 function follow() {
@@ -234,6 +202,7 @@ function follow() {
   const stream = new ChatStream(state.chatId, {
     lastId: state.lastId,
     onEvent: (event, id) => {
+      if (state.stream !== stream) return; // closed mid-chunk: its events belong to another view
       if (id !== null) state.lastId = id;
       onEvent(event);
     },
@@ -356,10 +325,10 @@ function showSnapshot(data) {
 }
 
 function updateChat(fields) {
-  const chat = currentChat();
-  if (chat) Object.assign(chat, fields);
+  if (!state.chatId) return;
+  state.chat = Object.assign(state.chat || chatList.find(state.chatId) || { id: state.chatId }, fields);
+  chatList.update(state.chatId, fields);
   showChatHeader();
-  renderChatList();
 }
 
 let pinned = true;
@@ -396,7 +365,7 @@ function setRunning(running) {
 async function send() {
   const input = $("input");
   const text = input.value.trim();
-  if ((!text && !state.attachments.length) || state.running) return;
+  if ((!text && !state.attachments.length) || state.running || state.sending) return;
   const content = state.attachments.length
     ? [{ type: "text", text }, ...state.attachments.map((url) => ({ type: "image_url", image_url: { url } }))]
     : text;
@@ -408,33 +377,43 @@ async function send() {
     return;
   }
   composeNote(null);
-  await guarded(async () => {
-    if (!state.chatId) {
-      const chat = await api("POST", "/api/chats", { model });
-      state.chats.unshift(chat);
-      state.total += 1;
-      state.chatId = chat.id;
-      history.replaceState(null, "", `#chat=${encodeURIComponent(chat.id)}`);
-      showChatHeader();
-      renderChatList();
-    }
-    input.value = "";
-    clearAttachments();
-    $("messages").append(userMessage(content));
-    startTurnView(); // before the post: the turn's first events may come before its answer
-    stickToBottom(true);
-    try {
-      await api("POST", `/api/chats/${state.chatId}/messages`, { content, model, tools: CLIENT_TOOLS });
-    } catch (err) {
-      if (err instanceof ApiError && err.status === 401) throw err;
-      state.turn.error(err.message); // in place, where the answer would have been
-      state.turn.finish({ status: "failed" }, true);
-      state.turn = null;
-      setRunning(false);
-      return;
-    }
-    follow();
-  });
+  state.sending = true; // until the turn view is up: a second Enter meanwhile sends nothing
+  try {
+    await guarded(() => post(content, model));
+  } finally {
+    state.sending = false;
+  }
+}
+
+// The chat (a new one first), the user's message on screen, the turn posted, its events followed.
+async function post(content, model) {
+  const input = $("input");
+  if (!state.chatId) {
+    const chat = await api("POST", "/api/chats", { model });
+    state.chatId = chat.id;
+    state.chat = chat;
+    history.replaceState(null, "", `#chat=${encodeURIComponent(chat.id)}`);
+    showChatHeader();
+    chatList.select(chat.id);
+  }
+  chatList.toTop(state.chat || { id: state.chatId }); // now the most recently updated
+  state.chat = chatList.find(state.chatId);
+  input.value = "";
+  clearAttachments();
+  $("messages").append(userMessage(content));
+  startTurnView(); // before the post: the turn's first events may come before its answer
+  stickToBottom(true);
+  try {
+    await api("POST", `/api/chats/${state.chatId}/messages`, { content, model, tools: CLIENT_TOOLS });
+  } catch (err) {
+    if (err instanceof ApiError && err.status === 401) throw err;
+    state.turn.error(err.message); // in place, where the answer would have been
+    state.turn.finish({ status: "failed" }, true);
+    state.turn = null;
+    setRunning(false);
+    return;
+  }
+  follow();
 }
 
 async function stop() {

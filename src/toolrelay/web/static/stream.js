@@ -91,6 +91,7 @@ export class ChatStream {
   }
 
   dispatch(frame) {
+    if (this.closed) return; // closed while a chunk's frames were being read
     let event;
     try { event = JSON.parse(frame.data.join("\n")); } catch (_) { return; }
     if (frame.id !== null) this.lastId = frame.id;
