@@ -380,3 +380,37 @@ def test_an_idle_tab_shows_a_turn_started_in_another(page: Page, web: Web) -> No
     expect(idle.locator("article.assistant .answer").nth(1)).to_have_text("Second.")
     expect(idle.locator("article.assistant")).to_have_count(2)
     idle.close()
+
+
+def test_a_snapshot_taken_as_a_turn_finishes_shows_it_once(page: Page, web: Web) -> None:
+    """A turn is saved a moment before its worker lets go of the chat: a snapshot then
+    says `running` while the answer is saved complete, and the turn's events replay.
+    The page shows the saved answer once (not again from the replay)."""
+    web.upstream.route(CHAT, SSEReply(chat_chunks(text=["Done", "."])))
+    send(page, "finish")
+    expect(page.locator("article.assistant")).to_have_class(re.compile("status-completed"))
+    chat_id = page.evaluate("new URLSearchParams(location.hash.slice(1)).get('chat')")
+    with web.api() as api:
+        messages = api.get(f"/api/chats/{chat_id}").json()["messages"]
+        replay = api.get(f"/api/chats/{chat_id}/events?after=0").content
+    assert b"chat:completion" in replay
+    snapshot = {"type": "chat:snapshot", "data": {"messages": messages, "running": True}}
+    body = b"id: 0\nevent: chat:snapshot\ndata: " + orjson.dumps(snapshot) + b"\n\n" + replay
+    calls: list[str] = []
+
+    def events(route: Route) -> None:
+        calls.append(route.request.url)
+        if len(calls) == 1:
+            route.fulfill(status=200, body=body, headers={"Content-Type": "text/event-stream"})
+        else:
+            route.continue_()
+
+    page.route("**/api/chats/*/events*", events)
+    page.reload()
+    deadline = time.monotonic() + HANG
+    while len(calls) < 2:  # the replay was read, and the page looked again
+        assert time.monotonic() < deadline, "the page never looked at the chat again"
+        page.wait_for_timeout(50)
+    expect(page.locator("article.assistant")).to_have_count(1)
+    expect(page.locator("article.assistant .answer")).to_have_text("Done.")
+    expect(page.locator("article.user")).to_have_count(1)

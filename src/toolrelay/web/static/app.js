@@ -8,6 +8,7 @@ import { ChatList } from "/static/chat_list.js";
 
 const $ = (id) => document.getElementById(id);
 const IDLE_POLL_MS = 2000; // an idle chat is looked at again this often (turns from other tabs)
+const SETTLE_MS = 200;     // a turn saved but not yet let go of: looked at again after this
 
 const state = {
   user: null,
@@ -272,7 +273,12 @@ function onEvent(event) {
     if (!state.running) { // a turn started elsewhere: the snapshot has its user message
       closeStream();
       state.lastId = null;
-      follow();
+      if (!state.settling) follow();
+      else { // the turn just saved, replayed: look again once its worker let go
+        state.settling = false;
+        const chatId = state.chatId;
+        setTimeout(() => { if (state.chatId === chatId && !state.stream) follow(); }, SETTLE_MS);
+      }
       return;
     }
     startTurnView();
@@ -308,10 +314,16 @@ function showSnapshot(data) {
   box.replaceChildren();
   state.turn = null;
   const messages = data.messages || [];
-  messages.forEach((m, i) => {
-    const live = data.running && i === messages.length - 1 && m.role === "assistant" && m.status === "in_progress";
+  const last = messages[messages.length - 1];
+  // Live: the running turn's answer is still being written, or not saved yet (its user
+  // message is the last one). Running with a finished answer last is a turn saved a
+  // moment before its worker let go of the chat (or one whose message is not saved
+  // yet): shown as saved, and its replayed events only bring a fresh snapshot.
+  const writing = Boolean(data.running && last && last.role === "assistant" && last.status === "in_progress");
+  const unanswered = Boolean(data.running && last && last.role === "user");
+  messages.forEach((m) => {
     if (m.role === "user") box.append(userMessage(m.content));
-    else if (m.role === "assistant" && live) startTurnView(); // its events follow from the start
+    else if (m.role === "assistant" && writing && m === last) startTurnView(); // its events follow from the start
     else if (m.role === "assistant") {
       const view = new TurnView(turnContext);
       view.load(m);
@@ -319,8 +331,9 @@ function showSnapshot(data) {
       state.lastTurn = view;
     }
   });
-  if (data.running && !state.turn) startTurnView();
-  setRunning(Boolean(data.running));
+  if (unanswered) startTurnView();
+  state.settling = Boolean(data.running) && !writing && !unanswered;
+  setRunning(writing || unanswered);
   stickToBottom(true);
 }
 
