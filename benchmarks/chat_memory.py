@@ -7,6 +7,8 @@ then what Python holds (the baseline), then N streams opened and read until
 their first tokens arrived, then what Python holds again. Printed: KiB per
 active chat for each, their ratio, and the allocation sites that grew most
 in toolrelay, per file (what holds a chat's memory). Target: under 60 KiB per chat.
+`BENCH_BEFORE_SRC=/path/to/other/src` adds that checkout as `before`, measured in
+the same run (as `server_load` does).
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ async def _open(port: int, request: bytes) -> asyncio.StreamWriter:
 def _held(pid: int, out: Path) -> dict[str, object]:
     out.unlink(missing_ok=True)
     Path(f"{out}.ask").touch()
-    deadline = time.monotonic() + 180  # a snapshot of a busy heap takes a while
+    deadline = time.monotonic() + 900  # a snapshot of a busy heap takes minutes under load
     while not out.exists():
         if time.monotonic() > deadline:
             raise RuntimeError("no tracemalloc report")
@@ -109,19 +111,23 @@ def run(*, quick: bool = False) -> None:
         base_url = upstream.base_url
         contenders = {
             "proxy": (["proxy", "{port}", base_url], env, {}),
-            "toolrelay": (
-                ["toolrelay", "serve", "--workers", "1"],
-                toolrelay_env(env, str(ROOT / "src"), data, 0, base_url),
-                {"authorization": f"Bearer {KEY}"},
-            ),
         }
+        checkouts = {"toolrelay": str(ROOT / "src")}
+        if os.environ.get("BENCH_BEFORE_SRC"):
+            checkouts["before"] = os.environ["BENCH_BEFORE_SRC"]
+        for name, src in checkouts.items():
+            contenders[name] = (
+                ["toolrelay", "serve", "--workers", "1"],
+                toolrelay_env(env, src, tempfile.mkdtemp(dir=data), 0, base_url),
+                {"authorization": f"Bearer {KEY}"},
+            )
         for name, (kind, child_env, headers) in contenders.items():
             port = free_port()
             kind = [k.replace("{port}", str(port)) for k in kind]
             child_env = {**child_env, "TOOLRELAY_PORT": str(port)}
             out = Path(data) / f"{name}.json"
             with traced(kind, child_env, out) as pid:
-                wait_http(f"http://127.0.0.1:{port}/healthz")
+                wait_http(f"http://127.0.0.1:{port}/healthz", limit=300)  # tracemalloc: slow start
                 upstream.set_default(whole)
                 asyncio.run(wave(port, PATH, 20, BODY, headers))  # warm up
                 upstream.set_default(stalled)
@@ -132,6 +138,9 @@ def run(*, quick: bool = False) -> None:
     print(f"{'':<12}{'KiB/chat':>10}{'ratio':>8}")
     print(f"{'proxy':<12}{proxy:>10.1f}{1.0:>8.2f}")
     print(f"{'toolrelay':<12}{ours:>10.1f}{ours / proxy:>8.2f}   (target < 60 KiB)")
+    if "before" in results:
+        before = results["before"][0]
+        print(f"{'before':<12}{before:>10.1f}{before / proxy:>8.2f}")
     print("toolrelay: the files whose allocations grew most, then its own largest sites, KiB/chat")
     for where, grown in results["toolrelay"][1]:
         short = where.replace(str(ROOT / "src") + "/", "").split("site-packages/")[-1]

@@ -10,6 +10,7 @@ removes `OUT.ask`.
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 import threading
@@ -20,6 +21,7 @@ import orjson
 
 
 def _dump(out: str) -> None:
+    gc.collect()  # what only waits for the collector is not held: it would blur the difference
     snapshot = tracemalloc.take_snapshot().filter_traces(
         [tracemalloc.Filter(False, tracemalloc.__file__)]
     )

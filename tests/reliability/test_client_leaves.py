@@ -14,6 +14,7 @@ import orjson
 import pytest
 
 from tests.server.conftest import ADMIN_KEY, Running
+from tests.server.observe.test_request_log import logged
 from toolrelay.testing.fake_server import SSEReply
 from toolrelay.testing.wire import chat_chunks, responses_events
 
@@ -71,3 +72,33 @@ def test_clients_that_leave_release_the_upstream(
     assert upstream.wait_for_connections(0, timeout=30), (
         f"{upstream.open_connections} of {CLIENTS} upstream connections still open"
     )
+
+
+@pytest.mark.parametrize(
+    ("path", "model", "reply"),
+    [
+        ("/v1/chat/completions", "fake", _stalled_chat),
+        ("/v1/responses", "fake-responses", _stalled_responses),
+    ],
+)
+def test_a_stream_left_early_is_request_logged_as_cancelled(
+    served: Running, path: str, model: str, reply: object
+) -> None:
+    """Issue 15: a /v1 stream the client left was cancelled and never reached the request log."""
+    upstream = served.upstream
+    assert callable(reply)
+    upstream.set_default(reply())
+    body: dict[str, object] = {"model": model, "stream": True}
+    if path.endswith("responses"):
+        body["input"] = "tell me a story"
+    else:
+        body["messages"] = [{"role": "user", "content": "tell me a story"}]
+    _open_and_leave(served.base_url, path, body)
+    assert upstream.wait_for_connections(0, timeout=30)
+    with served.client() as client:
+        [chat] = logged(client, 1)
+        messages = client.get(f"/api/chats/{chat['id']}").json()["messages"]
+    assert [m["role"] for m in messages] == ["user", "assistant"]
+    turn = messages[-1]
+    assert turn["status"] == "cancelled"
+    assert turn["content"].startswith("Once ")  # what had streamed before the client left

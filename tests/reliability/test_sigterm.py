@@ -162,3 +162,23 @@ def test_sigterm_cancels_running_turns_after_the_grace(child: Child) -> None:
     turn = asyncio.run(saved())
     assert turn["status"] == "cancelled"
     assert turn["content"].startswith("Half")
+
+
+def test_a_v1_stream_cut_at_the_grace_ends_with_an_error_and_done(child: Child) -> None:
+    """Issue 15: a /v1 stream cut by the shutdown used to just stop, like a whole answer
+    whose end was lost; now its last frames say the server stopped, then `[DONE]`."""
+    upstream: FakeModelServer = child.upstream  # type: ignore[attr-defined]
+    upstream.set_default(SSEReply(chat_chunks(text=["Half ", "an ", "answer"]), stall_after=3))
+    with child.client() as client:
+        streamed: list[bytes] = []
+        v1 = threading.Thread(target=_stream_v1, args=(client, streamed))
+        v1.start()
+        assert upstream.wait_for_connections(1, timeout=HANG)
+        assert child.stop() in (0, -signal.SIGTERM)
+        v1.join(HANG)
+    frames = [f for f in b"".join(streamed).split(b"\n\n") if f]
+    assert frames[-1] == b"data: [DONE]"
+    error = orjson.loads(frames[-2].removeprefix(b"data: "))["error"]
+    assert "shutting down" in error["message"]
+    assert error["code"] == "cancelled"
+    assert b"Half " in b"".join(frames[:-2])

@@ -8,7 +8,8 @@ tool calls, usage, timings, status). `GET /api/chats?source=api` lists them,
 
 The writes happen once the turn has ended, in the background: the answer
 never waits for the log, and a failed write is logged, never the client's
-error. A stream the client leaves early is cancelled and not logged. The
+error. A stream cut short (the client left, the server stopped) is logged
+`cancelled` with what it had, from the turn's final event (`cut_result`). The
 turn's tools see no chat (a `/v1` request has none): the code interpreter
 keeps using the caller's own kernel across requests. After
 each write the log is pruned to `api_turns_max_age_days` and
@@ -26,10 +27,11 @@ from typing import Any, Final
 from toolrelay.adapters.stores import NewChat, Store, utc_now
 from toolrelay.config.settings import Settings
 from toolrelay.core.ids import new_id
+from toolrelay.core.status import TurnStatus
 from toolrelay.engine.finish import RunResult
 from toolrelay.engine.interfaces import Message
 
-__all__ = ["API_CHAT_PREFIX", "ApiTurnLog"]
+__all__ = ["API_CHAT_PREFIX", "ApiTurnLog", "cut_result"]
 
 log = logging.getLogger("toolrelay.server")
 
@@ -149,4 +151,19 @@ def _title(messages: Sequence[Message]) -> str:
 def _parts_text(parts: list[Any]) -> str:
     return " ".join(
         str(p.get("text", "")) for p in parts if isinstance(p, Mapping) and p.get("type") == "text"
+    )
+
+
+def cut_result(final: Mapping[str, Any]) -> RunResult:
+    """A cancelled turn's result, from the data of its final `chat:completion` event (a
+    cancel leaves `Relay.run` as an exception, not a result). The event has no timings,
+    and its output has base64 data cut out, as the live events carry it."""
+    error = final.get("error")
+    return RunResult(
+        output=list(final.get("output") or []),
+        text=str(final.get("content") or ""),
+        usage=dict(final.get("usage") or {}),
+        status=TurnStatus(final.get("status", TurnStatus.CANCELLED)),
+        error=error.get("content") if isinstance(error, Mapping) else None,
+        finish_reason=final.get("finish_reason"),
     )

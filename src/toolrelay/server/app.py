@@ -47,6 +47,7 @@ from toolrelay.server.streams import cancel_streams
 from toolrelay.server.telemetry import Telemetry
 from toolrelay.server.tool_probe import ToolProbe
 from toolrelay.server.turns import TurnManager
+from toolrelay.server.v1_front import V1Front
 
 log = logging.getLogger("toolrelay.server")
 
@@ -142,6 +143,7 @@ def create_app(
     )
     install_error_handlers(app)
     app.openapi = fix_openapi(app)  # type: ignore[method-assign]
+    app.add_middleware(V1Front)  # first added, innermost: the /v1 hot path skips the router
     if settings.cors_origins:
         app.add_middleware(
             CORSMiddleware,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any
@@ -14,7 +15,7 @@ from toolrelay.config.registry import Registry
 from toolrelay.config.settings import Settings
 from toolrelay.engine.finish import RunResult
 from toolrelay.engine.interfaces import EventSink, Message
-from toolrelay.server.api_log import ApiTurnLog
+from toolrelay.server.api_log import ApiTurnLog, cut_result
 from toolrelay.server.auth import KeyCache, authenticate
 from toolrelay.server.errors import APIError
 from toolrelay.server.logs import RequestIdInErrors
@@ -46,18 +47,26 @@ class Services:
         coalesce_ms: float | None = None,
     ) -> Callable[[EventSink | None], Awaitable[RunResult]]:
         """A `/v1` turn as a call (a sink for streams, None otherwise); with the request log
-        on, the ended turn is saved there (in the background: the answer does not wait).
+        on, the ended turn is saved there (in the background: the answer does not wait),
+        a cut stream's too: from its final event, which a `TurnStream` sink keeps (`final`).
         `coalesce_ms` is the request's delta window (`stream_options`), None: the route's."""
         relay = self.turns.relay_for(route, coalesce_ms=coalesce_ms)
         log = self.api_log if self.settings.log_api_turns else None
 
         async def run(sink: EventSink | None = None) -> RunResult:
             request_id = run_args.get("message_id")
+            given = sink
             if sink is not None and isinstance(request_id, str):
                 sink = RequestIdInErrors(sink, request_id)
-            result = await relay.run(messages, sink=sink, **run_args)
+            try:
+                result = await relay.run(messages, sink=sink, **run_args)
+            except asyncio.CancelledError:  # a stream cut (client left, shutdown): log its part
+                final = getattr(given, "final", None)
+                if log is not None and final is not None:
+                    log.record(user_id, route, messages, str(request_id), cut_result(final))
+                raise
             if log is not None:
-                log.record(user_id, route, messages, str(run_args.get("message_id")), result)
+                log.record(user_id, route, messages, str(request_id), result)
             return result
 
         return run

@@ -12,7 +12,11 @@ One small watcher task per stream does the rest: while the turn is silent
 (server-side tools running, a model thinking without streaming) it sends an
 SSE comment every `keepalive` seconds, so proxies do not cut the connection;
 when the client hangs up it cancels the turn, which saves what it has and
-closes its upstream. `cancel_streams` (shutdown) cancels every running turn.
+closes its upstream. `cancel_streams` (shutdown) cancels every running turn;
+its stream stays open for the turn's final frames, which then say the server
+stopped (an error line and `[DONE]` in Chat Completions), so a client can tell
+a cut answer from a whole one. Either way the sink keeps the turn's final
+event (`final`): the request log records a cut turn from it.
 """
 
 from __future__ import annotations
@@ -24,13 +28,15 @@ from typing import Any, Final, Protocol
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
+from toolrelay.core import events as ev
 from toolrelay.core.events import Event
 from toolrelay.engine.interfaces import EventSink
 from toolrelay.server.gate import Gate, gate
 
-__all__ = ["KEEPALIVE", "SSE_HEADERS", "TurnStream", "Writer", "cancel_streams"]
+__all__ = ["KEEPALIVE", "SHUTDOWN_ERROR", "SSE_HEADERS", "TurnStream", "Writer", "cancel_streams"]
 
 KEEPALIVE: Final = b": keep-alive\n\n"
+SHUTDOWN_ERROR: Final = "The server is shutting down: this answer was cut short; send it again."
 SSE_HEADERS: Final = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
@@ -58,6 +64,8 @@ class _FrameSink:
         "complete",
         "stopped",
         "flowing",
+        "shutdown",
+        "final",
     )
 
     def __init__(self, send: Send, writer: Writer, now: Callable[[], float], gate: Gate) -> None:
@@ -76,8 +84,16 @@ class _FrameSink:
         """The body's last message went out."""
         self.stopped = False
         """The turn was cancelled from here: the client left, or the server stops."""
+        self.shutdown = False
+        """The server stops: the final event's error says so."""
+        self.final: dict[str, Any] | None = None
+        """The data of the turn's final event (`chat:completion`, done), once it came."""
 
     async def emit(self, event: Event) -> None:
+        if event.type == ev.CHAT_COMPLETION and event.data.get("done"):
+            self.final = event.data
+            if self.shutdown:
+                event = Event(event.type, {**event.data, "error": {"content": SHUTDOWN_ERROR}})
         if not self.open:
             return
         writer = self._writer
@@ -151,7 +167,7 @@ class TurnStream(Response):
             del _STREAMS[task]
             watcher.cancel()
             sink.started()
-        await sink.end()  # a stopped stream ends cut: no final frames, no [DONE]
+        await sink.end()  # a stream its client left ends cut (at shutdown the final frames went)
 
 
 async def _watch(receive: Receive, sink: _FrameSink, turn: asyncio.Task[Any], every: float) -> None:
@@ -173,9 +189,12 @@ async def _watch(receive: Receive, sink: _FrameSink, turn: asyncio.Task[Any], ev
             return
 
 
-def _stop(turn: asyncio.Task[Any], sink: _FrameSink) -> None:
+def _stop(turn: asyncio.Task[Any], sink: _FrameSink, *, shutdown: bool = False) -> None:
     if not sink.stopped:
-        sink.open = False  # nothing more goes out: the client left or the server stops
+        if shutdown:  # the client still listens: the final frames say the server stopped
+            sink.shutdown = True
+        else:  # the client left: nothing more goes out
+            sink.open = False
         sink.stopped = True
         turn.cancel()
 
@@ -184,5 +203,5 @@ async def cancel_streams() -> None:
     """Cancel every /v1 stream's turn (the shutdown grace is over) and wait for them to close."""
     turns = list(_STREAMS.items())
     for turn, sink in turns:
-        _stop(turn, sink)
+        _stop(turn, sink, shutdown=True)
     await asyncio.gather(*(t for t, _ in turns), return_exceptions=True)

@@ -1,0 +1,118 @@
+"""The /v1 POSTs answered before FastAPI's routing (`server.v1_front`), errors replayed to it.
+
+The requests that reach FastAPI's routes are counted: a valid request (streamed or not) must not (the point is the
+memory a streamed chat holds through FastAPI's request stack), an invalid one
+must (FastAPI words the error, exactly as the API documents it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import Request
+
+from tests.server.conftest import ADMIN_KEY, Running, ServerThread, make_settings
+from toolrelay.server import guard
+from toolrelay.testing.fake_server import FakeModelServer, SSEReply
+from toolrelay.testing.wire import chat_chunks, responses_events
+
+CHAT = "/v1/chat/completions"
+RESPONSES = "/v1/responses"
+
+
+@pytest.fixture
+def counted(
+    tmp_path: Path, upstream: FakeModelServer, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[Running, list[str]]]:
+    """The server, and the paths of the POSTs that reached FastAPI's routes (every route's
+    body check, `GuardedRoute`, runs `guard.check_body` first)."""
+    reached: list[str] = []
+    check = guard.check_body
+
+    async def counting(request: Request) -> None:
+        reached.append(request.url.path)
+        await check(request)
+
+    monkeypatch.setattr(guard, "check_body", counting)
+    settings = make_settings(tmp_path, upstream)
+    with ServerThread(settings) as base_url:
+        yield Running(base_url, upstream, settings), reached
+
+
+def _chat(**extra: Any) -> dict[str, Any]:
+    return {"model": "fake", "messages": [{"role": "user", "content": "hi"}], **extra}
+
+
+def test_valid_requests_skip_the_router(counted: tuple[Running, list[str]]) -> None:
+    running, reached = counted
+    running.upstream.set_default(SSEReply(chat_chunks(text=["Hello ", "there."])))
+    with running.client() as client:
+        with client.stream("POST", CHAT, json=_chat(stream=True)) as response:
+            body = b"".join(response.iter_bytes())
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/event-stream")
+        assert response.headers["x-request-id"].startswith("req_")
+        assert b"Hello " in body and body.endswith(b"data: [DONE]\n\n")
+        plain = client.post(CHAT, json=_chat())
+        assert plain.status_code == 200, plain.text
+        assert plain.json()["choices"][0]["message"]["content"] == "Hello there."
+        running.upstream.set_default(SSEReply(responses_events(text="Bonjour.")))
+        answer = client.post(RESPONSES, json={"model": "fake-responses", "input": "hi"})
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["output"][0]["content"][0]["text"] == "Bonjour."
+    assert reached == []
+
+
+@pytest.mark.parametrize(
+    ("body", "headers", "status", "code"),
+    [
+        (b'{"model": "fake", "stream": true}', {}, 400, "invalid_value"),  # no messages
+        (b'{"model": "fake", "stream": tru', {}, 400, "invalid_json"),
+        (b"[1, 2]", {}, 400, "invalid_value"),
+        (b"", {}, 400, "invalid_value"),
+        (b'{"model": "fake"}', {"content-type": "text/plain"}, 400, "invalid_value"),
+    ],
+)
+def test_invalid_requests_are_answered_by_fastapi(
+    counted: tuple[Running, list[str]],
+    body: bytes,
+    headers: dict[str, str],
+    status: int,
+    code: str,
+) -> None:
+    running, reached = counted
+    with running.client() as client:
+        answer = client.post(CHAT, content=body, headers=headers)
+    assert answer.status_code == status, answer.text
+    assert answer.json()["error"]["code"] == code
+    assert reached == [CHAT]
+
+
+def test_errors_of_the_fast_path_keep_their_shape(counted: tuple[Running, list[str]]) -> None:
+    """Auth and the handler's own errors are answered here, as FastAPI's handler would."""
+    running, reached = counted
+    with httpx.Client(base_url=running.base_url, timeout=10) as anonymous:
+        missing = anonymous.post(CHAT, json=_chat(stream=True))
+    assert missing.status_code == 401
+    assert missing.headers["www-authenticate"] == "Bearer"
+    assert missing.headers["x-request-id"].startswith("req_")
+    assert missing.json() == {
+        "error": {
+            "message": "Missing API key: send it as 'Authorization: Bearer <key>'.",
+            "type": "invalid_request_error",
+            "param": None,
+            "code": "missing_api_key",
+        }
+    }
+    with running.client(key=ADMIN_KEY) as client:
+        unknown = client.post(CHAT, json={**_chat(stream=True), "model": "nope"})
+        gated = client.post(CHAT, json=_chat(stream=True, store=True))
+    assert unknown.status_code == 404
+    assert unknown.json()["error"]["code"] == "model_not_found"
+    assert gated.status_code == 400
+    assert gated.json()["error"]["param"] == "store"
+    assert reached == []
