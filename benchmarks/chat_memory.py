@@ -127,7 +127,7 @@ def run(*, quick: bool = False) -> None:
             child_env = {**child_env, "TOOLRELAY_PORT": str(port)}
             out = Path(data) / f"{name}.json"
             with traced(kind, child_env, out) as pid:
-                wait_http(f"http://127.0.0.1:{port}/healthz", limit=300)  # tracemalloc: slow start
+                wait_http(f"http://127.0.0.1:{port}/healthz", limit=900)  # tracemalloc: slow start
                 upstream.set_default(whole)
                 asyncio.run(wave(port, PATH, 20, BODY, headers))  # warm up
                 upstream.set_default(stalled)

@@ -44,10 +44,16 @@ def _dump(out: str) -> None:
         )[:40]
     ]
     current, _ = tracemalloc.get_traced_memory()
+    if os.environ.get("BENCH_TRACE_SNAPSHOTS"):  # kept for `tracemalloc` comparisons by line
+        _dump.count += 1  # type: ignore[attr-defined]
+        snapshot.dump(f"{out}.{_dump.count}.snap")  # type: ignore[attr-defined]
     tmp = out + ".tmp"
     with open(tmp, "wb") as f:
         f.write(orjson.dumps({"traced": current, "top": top, "files": files, "ours": ours}))
     os.replace(tmp, out)
+
+
+_dump.count = 0  # type: ignore[attr-defined]
 
 
 def main() -> None:
