@@ -58,6 +58,7 @@ from toolrelay.engine.interfaces import (
     Message,
     ModelClient,
     ModelRequest,
+    ModelStream,
     Tool,
     ToolContext,
 )
@@ -285,6 +286,7 @@ class Turn:
                     reader.stop()  # run the block now; the rest of the stream is not read
                     break
                 if reader.stopped:
+                    await _read_end(stream)
                     break
         except ProviderError as exc:
             dropped = True
@@ -444,6 +446,21 @@ async def _until_done(save: asyncio.Future[None]) -> None:
         with contextlib.suppress(asyncio.CancelledError):
             await asyncio.shield(save)
     save.result()
+
+
+END_GRACE_S = 0.25
+"""How long the end of a body that said it was over (`[DONE]`) is waited for."""
+
+
+async def _read_end(stream: ModelStream) -> None:
+    """Read the rest of a body that said it was over: a body closed before its end costs
+    its connection (the next call opens a new one, TLS included), one read to the end
+    puts it back in the pool. A server that keeps the body open after `[DONE]` delays
+    the turn by `END_GRACE_S` at most; what it sends then is ignored."""
+    with contextlib.suppress(TimeoutError, ProviderError):
+        async with asyncio.timeout(END_GRACE_S):
+            async for _ in stream:
+                pass
 
 
 def _error_event(message: str) -> Event:

@@ -10,6 +10,8 @@ Rules:
 1. A few small httpx pools per model client (`Upstream.client`), made on
    first use, so connections are reused across turns and iterations and
    starting a request stays cheap with thousands open; `aclose()` ends them.
+   A request goes straight to the transport httpx would use, past the
+   client's per-request layers (`adapters.models.direct`).
 2. `open` returns only once the first body chunk has arrived. Until then a
    failure may be retried (connect errors, 429, 500/502/503/504, with
    exponential backoff + jitter, or the server's `Retry-After`); once a byte
@@ -38,6 +40,7 @@ import httpx
 import orjson
 
 from toolrelay.adapters.models.body import DEFAULT_TIMEOUTS, Deadlines, Timeouts, UpstreamBody
+from toolrelay.adapters.models.direct import Sender
 from toolrelay.adapters.models.errors import describe, error_from_response, lost_connection
 from toolrelay.core.formats.content import detect_format
 from toolrelay.engine.interfaces import ModelRequest
@@ -187,12 +190,12 @@ class Upstream:
         self.timeouts = options.timeouts
         self.retry = options.retry
         self._transport = options.transport
-        self._clients: list[httpx.AsyncClient] = []
+        self._clients: list[Sender] = []
         self._next = 0
-        self._urls: dict[str, httpx.URL] = {}
+        self._headers_by_stream = {flag: self._make_headers(flag) for flag in (True, False)}
 
     @property
-    def client(self) -> httpx.AsyncClient:
+    def client(self) -> Sender:
         """The next of up to `POOLS` httpx clients, in turn, each made on first use.
 
         httpx's pool walks all its connections, and for each idle one all of them
@@ -204,7 +207,7 @@ class Upstream:
         """
         clients = self._clients
         if len(clients) < (1 if self._transport is not None else POOLS):
-            clients.append(self._new_client())
+            clients.append(Sender(self._new_client()))
             return clients[-1]
         self._next = (self._next + 1) % len(clients)
         return clients[self._next]
@@ -254,14 +257,12 @@ class Upstream:
     ) -> UpstreamBody | _Retryable:
         loop = asyncio.get_running_loop()
         deadline, on_timeout = deadlines.nearest(loop, self.timeouts.first_byte)
-        parsed = self._urls.get(url)
-        if parsed is None:  # parsing a URL costs more than the rest of building a request
-            parsed = self._urls[url] = httpx.URL(url)
-        client = self.client
-        request = client.build_request("POST", parsed, content=body, headers=self._headers(stream))
+        sender = self.client
         try:
             async with asyncio.timeout_at(deadline):
-                response = await client.send(request, stream=True)
+                response = await sender.post(
+                    url, body, self._headers_by_stream[stream], stream=stream
+                )
         except TimeoutError:
             raise on_timeout from None
         except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
@@ -324,7 +325,7 @@ class Upstream:
             raise error
         return _Retryable(error, parse_retry_after(response.headers))
 
-    def _headers(self, stream: bool) -> dict[str, str]:
+    def _make_headers(self, stream: bool) -> dict[str, str]:
         headers = {
             "content-type": "application/json",
             "accept": "text/event-stream, application/x-ndjson, application/json"
