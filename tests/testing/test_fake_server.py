@@ -297,6 +297,28 @@ def test_stall_for_a_short_while_then_finish(server: FakeModelServer, client: ht
     assert time.monotonic() - start >= 0.3
 
 
+def test_a_hold_keeps_the_rest_of_the_stream_until_the_test_releases_it(
+    server: FakeModelServer,
+) -> None:
+    held, release = threading.Event(), threading.Event()
+    server.script(
+        SSEReply([{"i": 0}, {"i": 1}], holds={1: held}),
+        SSEReply([{"i": 0}, {"i": 1}], holds={1: release}),
+    )
+    slow = httpx.Timeout(5.0, read=0.3)
+    with httpx.Client(base_url=server.base_url, timeout=slow) as c:
+        with pytest.raises(httpx.ReadTimeout), c.stream("GET", "/s") as resp:
+            pieces = resp.iter_raw()
+            assert next(pieces) == b'data: {"i":0}\n\n'
+            next(pieces)  # never set: the rest never comes
+        with c.stream("GET", "/s") as resp:
+            pieces = resp.iter_raw()
+            assert next(pieces) == b'data: {"i":0}\n\n'
+            release.set()
+            assert b"".join(pieces) == b'data: {"i":1}\n\ndata: [DONE]\n\n'
+    assert server.wait_for_connections(0)  # the held reply ended with its client
+
+
 def test_drop_mid_body_is_a_protocol_error_for_the_client(
     server: FakeModelServer, client: httpx.Client
 ) -> None:

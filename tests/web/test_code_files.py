@@ -18,6 +18,7 @@ from toolrelay.testing.wire import ToolCallSpec, chat_chunks
 
 pytestmark = pytest.mark.xdist_group("web")
 
+KERNEL_START_MS = 120_000
 PLOT = "import matplotlib.pyplot as plt\nplt.plot([1, 3, 2])\nplt.show()"
 
 
@@ -44,7 +45,11 @@ def test_a_plot_from_a_cell_shows_live_and_after_a_reload(page: Page, web: Web) 
     )
     page.fill("#input", "plot something")
     page.press("#input", "Enter")
-    expect(page.locator("article.assistant")).to_have_class(re.compile("status-completed"))
+    # the cell starts a Jupyter kernel and imports matplotlib: on a loaded box that alone
+    # can take longer than the page tests' usual bound (it only stops a hang)
+    expect(page.locator("article.assistant")).to_have_class(
+        re.compile("status-completed"), timeout=KERNEL_START_MS
+    )
     image = page.locator(".tool-image")
     expect(image).to_have_count(1)
     expect(image).to_have_attribute("src", re.compile(r"/api/chats/[^/]+/files/outputs/"))

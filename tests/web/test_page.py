@@ -114,6 +114,9 @@ new MutationObserver(() => {
 
 def test_a_two_round_tool_turn_renders_item_by_item(page: Page, web: Web) -> None:
     long_text = "x" * 40
+    # the first round's stream waits for the test: once before the tool call (chunk 3,
+    # after the reasoning), once halfway through its arguments (chunk 8)
+    after_reasoning, mid_arguments = threading.Event(), threading.Event()
     web.upstream.route(
         CHAT,
         SSEReply(
@@ -123,7 +126,7 @@ def test_a_two_round_tool_turn_renders_item_by_item(page: Page, web: Web) -> Non
                 args_pieces=10,
                 usage={"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18},
             ),
-            delay=0.06,
+            holds={3: after_reasoning, 8: mid_arguments},
         ),
         SSEReply(chat_chunks(tool_calls=[ToolCallSpec("search_web", {"query": "relay"})])),
         SSEReply(
@@ -141,7 +144,12 @@ def test_a_two_round_tool_turn_renders_item_by_item(page: Page, web: Web) -> Non
     page.evaluate(WATCH)
     send(page, "add 1 and 2, then search")
     turn = page.locator("article.assistant")
-    expect(turn.locator(".status-completed")).to_have_count(0)
+    expect(turn.locator("details.reasoning .reasoning-text")).to_have_text("Adding first.")
+    expect(turn.locator("details.tool")).to_have_count(0)
+    after_reasoning.set()
+    expect(turn.locator("details.tool .tool-args")).to_contain_text('"note":"')  # still coming
+    expect(turn).not_to_have_class(re.compile("status-completed"))
+    mid_arguments.set()
     expect(turn.locator(".answer strong")).to_have_text("3")
     expect(turn).to_have_class(re.compile("status-completed"))
     # reasoning: collapsed, with how long it took

@@ -76,6 +76,7 @@ class _Plan:
     stall_for: float = 3600.0
     drop_after: int | None = None
     ttfb_delay: float = 0.0
+    holds: Mapping[int, threading.Event] = field(default_factory=dict)
 
 
 def _merge_headers(content_type: str | None, extra: Mapping[str, str]) -> list[tuple[str, str]]:
@@ -101,6 +102,9 @@ class _Paced:
     headers: Mapping[str, str] = field(default_factory=dict)
     status: int = 200
     ttfb_delay: float = 0.0
+    holds: Mapping[int, threading.Event] = field(default_factory=dict)
+    """Before piece i, wait until `holds[i]` is set: a test releases the stream once it
+    has seen what came before (an order that no pacing can guarantee on a loaded box)."""
 
     def _paced_plan(self, content_type: str, pieces: list[bytes]) -> _Plan:
         return _Plan(
@@ -113,6 +117,7 @@ class _Paced:
             stall_for=self.stall_for,
             drop_after=self.drop_after,
             ttfb_delay=self.ttfb_delay,
+            holds=self.holds,
         )
 
 
@@ -296,6 +301,10 @@ class _Conn:
                 return False
             if index == plan.stall_after:
                 await asyncio.sleep(plan.stall_for)
+            if (hold := plan.holds.get(index)) is not None:
+                # short waits in a thread: a client hanging up cancels this between two
+                while not await asyncio.to_thread(hold.wait, 0.2):
+                    pass
             if index == len(plan.pieces):
                 break
             if index and plan.delay:
