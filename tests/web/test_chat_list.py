@@ -3,12 +3,15 @@ paging through more chats than one page; a search over all of them on the server
 
 from __future__ import annotations
 
+import re
+import time
 from collections.abc import Iterator
 
 import orjson
 import pytest
-from playwright.sync_api import Page, Playwright, expect
+from playwright.sync_api import APIResponse, Page, Playwright, Route, expect
 
+from tests.patience import HANG
 from tests.web.conftest import Web, serving
 from tests.web.test_page import send
 from toolrelay.testing.fake_server import RecordedRequest, Reply, SSEReply
@@ -98,3 +101,29 @@ def test_the_sidebar_pages_newest_first_and_searches_every_chat(page: Page, web:
     expect(links).to_have_count(total)
     assert _names(page)[:count] == newest
     expect(page.locator("#more-chats")).to_be_hidden()
+
+
+def test_a_page_asked_for_before_a_delete_does_not_bring_the_chat_back(
+    page: Page, web: Web
+) -> None:
+    with web.api() as api:
+        doomed = api.post("/api/chats", json={"title": "Doomed chat"}).json()["id"]
+    page.reload()
+    page.click(f"#chat-list [data-chat-id='{doomed}']")
+    expect(page.locator("#chat-title")).to_have_text("Doomed chat")
+    # a search's page is answered before the delete, and reaches the page after it
+    held: list[tuple[Route, APIResponse]] = []
+    page.route(re.compile(r"/api/chats\?"), lambda route: held.append((route, route.fetch())))
+    page.fill("#search", "Doomed")
+    deadline = time.monotonic() + HANG
+    while not held:
+        assert time.monotonic() < deadline, "the search never asked the server"
+        page.wait_for_timeout(20)
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.click("#delete-chat")
+    expect(page.locator("#chat-title")).to_have_text("New chat")
+    route, answer = held.pop()
+    assert doomed in answer.text()  # the answer still lists it
+    route.fulfill(response=answer)
+    expect(page.locator("#chat-list-empty")).to_contain_text("Doomed")  # the answer arrived
+    expect(page.locator(f"#chat-list [data-chat-id='{doomed}']")).to_have_count(0)

@@ -393,7 +393,8 @@ def test_an_idle_tab_shows_a_turn_started_in_another(page: Page, web: Web) -> No
 def test_a_snapshot_taken_as_a_turn_finishes_shows_it_once(page: Page, web: Web) -> None:
     """A turn is saved a moment before its worker lets go of the chat: a snapshot then
     says `running` while the answer is saved complete, and the turn's events replay.
-    The page shows the saved answer once (not again from the replay)."""
+    The page shows the saved answer once (not again from the replay), and what follows
+    the replay on the same stream (a title from the background tasks) still counts."""
     web.upstream.route(CHAT, SSEReply(chat_chunks(text=["Done", "."])))
     send(page, "finish")
     expect(page.locator("article.assistant")).to_have_class(re.compile("status-completed"))
@@ -403,7 +404,17 @@ def test_a_snapshot_taken_as_a_turn_finishes_shows_it_once(page: Page, web: Web)
         replay = api.get(f"/api/chats/{chat_id}/events?after=0").content
     assert b"chat:completion" in replay
     snapshot = {"type": "chat:snapshot", "data": {"messages": messages, "running": True}}
-    body = b"id: 0\nevent: chat:snapshot\ndata: " + orjson.dumps(snapshot) + b"\n\n" + replay
+    last_id = int(re.findall(rb"^id: (\d+)$", replay, re.M)[-1])
+    title = {"type": "chat:title", "data": {"title": "Settled"}}
+    body = (
+        b"id: 0\nevent: chat:snapshot\ndata: "
+        + orjson.dumps(snapshot)
+        + b"\n\n"
+        + replay
+        + f"id: {last_id + 1}\nevent: chat:title\ndata: ".encode()
+        + orjson.dumps(title)
+        + b"\n\n"
+    )
     calls: list[str] = []
 
     def events(route: Route) -> None:
@@ -422,3 +433,4 @@ def test_a_snapshot_taken_as_a_turn_finishes_shows_it_once(page: Page, web: Web)
     expect(page.locator("article.assistant")).to_have_count(1)
     expect(page.locator("article.assistant .answer")).to_have_text("Done.")
     expect(page.locator("article.user")).to_have_count(1)
+    expect(page.locator("#chat-title")).to_have_text("Settled")

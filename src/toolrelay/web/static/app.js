@@ -8,7 +8,6 @@ import { ChatList } from "/static/chat_list.js";
 
 const $ = (id) => document.getElementById(id);
 const IDLE_POLL_MS = 2000; // an idle chat is looked at again this often (turns from other tabs)
-const SETTLE_MS = 200;     // a turn saved but not yet let go of: looked at again after this
 
 const state = {
   user: null,
@@ -141,6 +140,7 @@ function showChatHeader() {
 function newChat() {
   closeStream();
   state.snapshotKey = null;
+  state.settling = state.recheck = false;
   state.chatId = null;
   state.chat = null;
   state.turn = null;
@@ -176,6 +176,7 @@ $("delete-chat").addEventListener("click", () => guarded(async () => {
 function openChat(chatId) {
   closeStream();
   state.snapshotKey = null;
+  state.settling = state.recheck = false;
   state.chatId = chatId;
   state.chat = chatList.find(chatId) || null;
   state.turn = null;
@@ -216,7 +217,13 @@ function follow() {
         if (state.stream === stream) state.stream = null;
         stream.closed = true;
       }
-      if (status === "idle") watchIdle(stream.chatId);
+      if (status === "idle" && state.recheck && state.chatId === stream.chatId) {
+        // the stream replayed a turn the snapshot had as saved: a fresh snapshot makes
+        // sure it was that turn (not a newer one whose messages were not saved yet)
+        state.recheck = false;
+        state.lastId = null;
+        follow();
+      } else if (status === "idle") watchIdle(stream.chatId);
     },
   });
   state.stream = stream;
@@ -270,15 +277,14 @@ function onEvent(event) {
     default: break;
   }
   if (!state.turn && isTurnEvent(event.type)) {
+    if (state.settling) { // the saved turn's events again: shown already
+      if (event.type === "chat:completion" && data.done) { state.settling = false; state.recheck = true; }
+      return;
+    }
     if (!state.running) { // a turn started elsewhere: the snapshot has its user message
       closeStream();
       state.lastId = null;
-      if (!state.settling) follow();
-      else { // the turn just saved, replayed: look again once its worker let go
-        state.settling = false;
-        const chatId = state.chatId;
-        setTimeout(() => { if (state.chatId === chatId && !state.stream) follow(); }, SETTLE_MS);
-      }
+      follow();
       return;
     }
     startTurnView();
@@ -318,7 +324,8 @@ function showSnapshot(data) {
   // Live: the running turn's answer is still being written, or not saved yet (its user
   // message is the last one). Running with a finished answer last is a turn saved a
   // moment before its worker let go of the chat (or one whose message is not saved
-  // yet): shown as saved, and its replayed events only bring a fresh snapshot.
+  // yet): shown as saved; its replayed events are skipped (`settling`), what follows
+  // them (title, tags, follow-ups) is applied, and a fresh snapshot checks it at the end.
   const writing = Boolean(data.running && last && last.role === "assistant" && last.status === "in_progress");
   const unanswered = Boolean(data.running && last && last.role === "user");
   messages.forEach((m) => {

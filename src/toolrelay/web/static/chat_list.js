@@ -25,6 +25,8 @@ export class ChatList {
     this.currentId = null;
     this.generation = 0;
     this.loading = null;   // the page request in flight
+    this.touched = new Map(); // chats sent to since the first page was asked for: kept on top
+    this.removed = new Set(); // chats deleted here: a page asked for before still holds them
     this.searchTimer = 0;
     nodes.more.addEventListener("click", () => this.more());
     nodes.search.addEventListener("input", () => {
@@ -45,6 +47,7 @@ export class ChatList {
     clearTimeout(this.searchTimer);
     this.generation += 1;
     this.loading = null;
+    this.touched = new Map();
     await this.load(true);
   }
 
@@ -70,7 +73,11 @@ export class ChatList {
     if (generation !== this.generation) return; // a newer search or reset answered for it
     const seen = new Set(reset ? [] : this.chats.map((c) => c.id));
     // a chat updated meanwhile moves up: offsets shift, so a page may repeat one
-    const fresh = page.data.filter((c) => !seen.has(c.id));
+    let fresh = page.data.filter((c) => !seen.has(c.id) && !this.removed.has(c.id));
+    if (reset) { // a chat sent to while the page was on its way stays first
+      const ids = new Set(fresh.map((c) => c.id));
+      fresh = [...[...this.touched.values()].filter((c) => !ids.has(c.id)), ...fresh];
+    }
     this.chats = reset ? fresh : this.chats.concat(fresh);
     this.total = Math.max(page.total, this.chats.length);
     if (!reset && !page.data.length) this.total = this.chats.length; // fewer than counted: done
@@ -92,7 +99,9 @@ export class ChatList {
   toTop(chat) {
     const known = this.find(chat.id);
     if (!known) this.total += 1;
-    this.chats = [Object.assign(known || {}, chat), ...this.chats.filter((c) => c.id !== chat.id)];
+    const merged = Object.assign(known || {}, chat);
+    this.touched.set(chat.id, merged);
+    this.chats = [merged, ...this.chats.filter((c) => c.id !== chat.id)];
     this.render();
   }
 
@@ -103,6 +112,8 @@ export class ChatList {
   }
 
   remove(id) {
+    this.removed.add(id);
+    this.touched.delete(id);
     const before = this.chats.length;
     this.chats = this.chats.filter((c) => c.id !== id);
     this.total -= before - this.chats.length;
