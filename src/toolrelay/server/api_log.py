@@ -37,8 +37,9 @@ log = logging.getLogger("toolrelay.server")
 
 API_CHAT_PREFIX = "api_"
 TITLE_CHARS = 80
-MAX_BATCH: Final = 500
-"""Turns written in one transaction at most."""
+MAX_BATCH: Final = 64
+"""Turns written in one transaction at most: a larger batch saves little more and holds
+the event loop longer in one go (SQLAlchemy binds the rows on the loop thread)."""
 _ROLES = {"user": "user", "system": "system", "developer": "system", "assistant": "assistant"}
 
 
