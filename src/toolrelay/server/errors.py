@@ -143,6 +143,25 @@ class _TooSlow(Exception):
     pass
 
 
+async def _within(receive: Receive, stall_s: float) -> Message:
+    """`receive()`, or `_TooSlow` when nothing came for `stall_s` seconds.
+
+    The read is a task of its own, looked at once the timer has fired: bytes handled
+    in the same loop iteration as the expired timer (a loop paused by a loaded
+    machine) count as arrived. A timeout that cancelled the waiting task itself
+    would win that race and answer 408 to a body that is there.
+    """
+    read = asyncio.ensure_future(receive())
+    try:
+        done, _ = await asyncio.wait({read}, timeout=stall_s)
+    finally:
+        if not read.done():
+            read.cancel()
+    if not done:
+        raise _TooSlow
+    return read.result()
+
+
 class BodyLimit:
     """Request bodies: over `limit` bytes → 413 before they are read whole; a body that stops
     arriving for `timeout` seconds → 408, so a short body cannot hold a connection forever.
@@ -172,11 +191,7 @@ class BodyLimit:
             nonlocal seen, done
             if done:  # the body is in: what is left is waiting for the disconnect
                 return await receive()
-            try:
-                async with asyncio.timeout(self.timeout):
-                    message = await receive()
-            except TimeoutError:
-                raise _TooSlow from None
+            message = await _within(receive, self.timeout)
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 done = not message.get("more_body", False)
