@@ -2,10 +2,12 @@
 
 `python -m benchmarks.traced OUT toolrelay serve …` or `… OUT proxy PORT URL`.
 When `OUT.ask` appears (a thread looks every 50 ms: a signal would wait for
-the event loop to run Python code), the process writes one JSON object to OUT:
-`traced` (bytes held now), `top` (the 25 allocation sites holding the
-most, file:line, bytes and blocks) and `files` (the same per file), and
-removes `OUT.ask`.
+the event loop to run Python code), the process collects garbage and writes
+one JSON object to OUT: `traced` (bytes held now, tracemalloc's own objects
+left out), `top` (the 25 allocation sites holding the most, file:line, bytes
+and blocks) and `files` (the same per file), and removes `OUT.ask`. With
+`BENCH_TRACE_SNAPSHOTS=1` each snapshot is also kept as `OUT.<n>.snap`
+(`tracemalloc.Snapshot.load`, to compare by line).
 """
 
 from __future__ import annotations
@@ -43,7 +45,9 @@ def _dump(out: str) -> None:
             "lineno"
         )[:40]
     ]
-    current, _ = tracemalloc.get_traced_memory()
+    # what the heap holds, without tracemalloc's own objects: `get_traced_memory()` counted
+    # the statistics built just above, whose size follows the number of allocation sites
+    current = sum(t.size for t in snapshot.traces)
     if os.environ.get("BENCH_TRACE_SNAPSHOTS"):  # kept for `tracemalloc` comparisons by line
         _dump.count += 1  # type: ignore[attr-defined]
         snapshot.dump(f"{out}.{_dump.count}.snap")  # type: ignore[attr-defined]
