@@ -22,6 +22,7 @@ from toolrelay.testing.wire import chat_chunks, responses_events
 
 CHAT = "/v1/chat/completions"
 RESPONSES = "/v1/responses"
+_VALID = b'{"model": "fake", "messages": [{"role": "user", "content": "hi"}], "stream": true}'
 
 
 @pytest.fixture
@@ -75,6 +76,7 @@ def test_valid_requests_skip_the_router(counted: tuple[Running, list[str]]) -> N
         (b"[1, 2]", {}, 400, "invalid_value"),
         (b"", {}, 400, "invalid_value"),
         (b'{"model": "fake"}', {"content-type": "text/plain"}, 400, "invalid_value"),
+        (_VALID, {}, 400, "invalid_value"),  # no content type: FastAPI's strict default
     ],
 )
 def test_invalid_requests_are_answered_by_fastapi(

@@ -91,14 +91,15 @@ class V1Front:
 
 
 def _json_type(scope: Scope) -> bool:
-    """Whether FastAPI would read the body as JSON (no content type, or a JSON one)."""
+    """Whether FastAPI reads the body as JSON: a JSON content type (FastAPI's strict default
+    reads a body without one as bytes, which the request model then refuses)."""
     for name, value in scope["headers"]:
         if name == b"content-type":
             kind: bytes = value.split(b";", 1)[0].strip().lower()
             return kind == b"application/json" or (
                 kind.startswith(b"application/") and kind.endswith(b"+json")
             )
-    return True
+    return False
 
 
 async def _read_body(receive: Receive) -> bytes | None:
