@@ -116,7 +116,7 @@ def test_a_killed_turn_is_failed_with_its_checkpoint_and_the_chat_goes_on(
                     assert [e["type"] for _, e in ended][-2:] == [
                         "chat:message:error",
                         "chat:completion",
-                    ]
+                    ], (last_id, ended)  # seqs too: the restart must number above last_id
                     assert all(seq > last_id for seq, _ in ended)
                     last_id = ended[-1][0]
                     accepted = client.post(f"/api/chats/{chat_id}/messages", json={"content": "2"})

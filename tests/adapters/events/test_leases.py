@@ -107,10 +107,25 @@ async def test_a_seq_base_keeps_numbering_above_any_earlier_life(make_bus: BusFa
     assert [e.seq for e in await drain(bus, after=4000)] == [5001]
 
 
+async def test_a_restart_within_the_same_second_numbers_above_the_earlier_life() -> None:
+    """A server killed just after a turn began and back (its start-up repair publishing the
+    turn's error and end) within one wall-clock second: a client resuming with an id from
+    the first life must get both events, not a numbering that starts where it stood."""
+    first = MemoryBus(seq_base=lambda: clock_seq_base(lambda: 1_700_000_000.1))
+    await first.acquire(CHAT, ttl=60)
+    seen = [await first.publish(CHAT, delta(w)) for w in ("a", "b")]
+    second = MemoryBus(seq_base=lambda: clock_seq_base(lambda: 1_700_000_000.6))
+    await second.acquire(CHAT, ttl=60)
+    repaired = [await second.publish(CHAT, delta(w)) for w in ("error", "end")]
+    await second.end(CHAT)
+    assert [e.seq for e in await drain(second, after=seen[-1])] == repaired
+
+
 def test_the_clock_seq_base_grows_with_time_and_stays_json_safe() -> None:
     earlier = clock_seq_base(lambda: 1_700_000_000.0)
     later = clock_seq_base(lambda: 1_700_000_001.0)
     assert later - earlier >= 1 << 20  # a second of life may use a million seqs
+    assert clock_seq_base(lambda: 1_700_000_000.5) - earlier >= 1 << 19  # and half of one half
     assert clock_seq_base() < 2**53
 
 

@@ -54,11 +54,13 @@ _SEQS_PER_SECOND = 1 << 20
 def clock_seq_base(now: Callable[[], float] = time.time) -> int:
     """A base above every seq an earlier life of the channel can have issued.
 
-    A channel created at second t starts at t * 2^20; one that lived before it
-    started earlier and issued fewer than 2^20 events per second of its life,
-    so it stayed below. The values stay under 2^53, exact in JavaScript.
+    A channel created at time t (in seconds, fractions included) starts at
+    t * 2^20; one that lived before it started earlier and issued fewer than 2^20
+    events per second of its life, so it stayed below. Whole seconds would give a
+    restart within the same second the same base, numbering the new life's events
+    as ones a client already had. The values stay under 2^53, exact in JavaScript.
     """
-    return int(now()) * _SEQS_PER_SECOND
+    return int(now() * _SEQS_PER_SECOND)
 
 
 @dataclass(frozen=True, slots=True)
