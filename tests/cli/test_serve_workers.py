@@ -61,6 +61,8 @@ def test_workers_are_spawned_with_the_checked_settings_after_one_migration(
     ((target, options),) = runs
     assert target == "toolrelay.server.workers:app"
     assert options["factory"] is True and options["workers"] == 3 and options["port"] == 8123
+    # a worker still importing on a loaded machine is not killed as hung (uvicorn's 5 s)
+    assert options["timeout_worker_healthcheck"] >= 60
     given = Settings.model_validate_json(os.environ[workers.SETTINGS_ENV])
     assert given.port == 8123 and given.events_url == REDIS  # the flags applied, as checked
     # the parent migrated the database and made the admin key before any worker started

@@ -121,6 +121,14 @@ def _configure_logs(settings: Settings) -> Redactor:
     )
 
 
+WORKER_HEALTHCHECK_S = 60
+"""How long uvicorn's parent waits for a worker to answer its ping before killing it as
+hung. A spawned worker answers only once it has imported uvicorn again; with uvicorn's
+5 s default a loaded machine killed every worker before that and spawned the next one,
+forever (seen: `--workers 2` never came up under a loaded test suite). A dead worker is
+still replaced at once: this bounds only how long a live but silent one is trusted."""
+
+
 def _serve_workers(settings: Settings, count: int) -> None:
     """`count` uvicorn workers on one socket (`server/workers.py` says what they share)."""
     import asyncio
@@ -141,6 +149,7 @@ def _serve_workers(settings: Settings, count: int) -> None:
             "toolrelay.server.workers:app",
             factory=True,
             workers=count,
+            timeout_worker_healthcheck=WORKER_HEALTHCHECK_S,
             host=settings.host,
             port=settings.port,
             log_config=None,
