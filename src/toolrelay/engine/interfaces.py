@@ -13,6 +13,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from toolrelay.core.events import Event
 from toolrelay.core.formats.content import BodyFormat
+from toolrelay.core.formats.transcript import ChatReplay
 from toolrelay.core.items import Item
 from toolrelay.errors import ConfigError
 
@@ -37,6 +38,9 @@ class ModelRequest:
     """Responses API stateful continuation (R14)."""
     new_items_from: int = 0
     """With `previous_response_id`: index in `output` where this iteration's new items start."""
+    replay: ChatReplay | None = None
+    """The turn's cache of `output` converted to Chat Completions messages, passed on every
+    call of one turn so each converts only the new items; None converts them all."""
 
 
 @runtime_checkable

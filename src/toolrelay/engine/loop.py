@@ -37,7 +37,7 @@ from toolrelay.core.decide import (
 )
 from toolrelay.core.deltas import ErrorDelta
 from toolrelay.core.events import Event
-from toolrelay.core.formats.transcript import used_call_ids
+from toolrelay.core.formats.transcript import ChatReplay, used_call_ids
 from toolrelay.core.items import (
     CodeInterpreterItem,
     FunctionCallItem,
@@ -137,6 +137,7 @@ class Turn:
             quiet=self.emitter.quiet,
         )
         self._tool_specs = [t.spec.openai_spec() for t in setup.tools.values()]
+        self._replay = ChatReplay()
         self.watch: TurnObserver | None = None
 
     async def run(self) -> RunResult:
@@ -229,6 +230,7 @@ class Turn:
             params=setup.params,
             previous_response_id=self.response_id if continues else None,
             new_items_from=new_from if continues else 0,
+            replay=self._replay,
         )
 
     async def _read(self, request: ModelRequest) -> ReadResult:

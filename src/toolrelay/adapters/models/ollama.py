@@ -69,4 +69,5 @@ class Ollama(APIClient):
             defaults=self.params,
             params=request.params,
             reasoning=self.reasoning_replay,
+            replay=request.replay,
         )

@@ -63,4 +63,5 @@ class OpenAIChat(APIClient):
             reasoning=self.reasoning_replay,
             defaults=self.params,
             params=request.params,
+            replay=request.replay,
         )

@@ -260,6 +260,81 @@ def to_chat_messages(
     return builder.messages
 
 
+class ChatReplay:
+    """`to_chat_messages` for one turn's growing output, converting only what is new.
+
+    A turn asks the model again after every tool round with all its items so
+    far; converting them all each time costs rounds². This keeps the messages
+    of the longest prefix whose conversion later items cannot change: one that
+    ended with nothing buffered (its last group flushed), reused only when
+
+    1. the reasoning mode is the same and the prefix's items are the same
+       objects (items are values: a changed item is a new object, `updated`);
+    2. no newer item is an output for a call of the prefix (it could answer
+       an unanswered call, or replace a result: rule 1).
+
+    Otherwise everything is converted again. The result equals
+    `to_chat_messages(output, reasoning=…)` for any output (tested against it).
+    """
+
+    __slots__ = ("_call_ids", "_items", "_messages", "_outputs", "_reasoning")
+
+    def __init__(self) -> None:
+        self._reasoning: ReasoningReplay | None = None
+        self._items: list[Mapping[str, Any]] = []
+        self._messages: list[dict[str, Any]] = []
+        self._call_ids: set[str | None] = set()
+        """Call ids of the prefix's `function_call` items."""
+        self._outputs: dict[str, Mapping[str, Any]] = {}
+        """The prefix's `function_call_output` items by call id, the last one winning."""
+
+    def messages(
+        self, output: Sequence[Mapping[str, Any]], *, reasoning: ReasoningReplay = "none"
+    ) -> list[dict[str, Any]]:
+        if not self._reusable(output, reasoning):
+            self._reasoning = reasoning
+            self._items, self._messages, self._call_ids, self._outputs = [], [], set(), {}
+        start = len(self._items)
+        new = output[start:]
+        outputs = dict(self._outputs)
+        for item in new:
+            if is_call_output(item) and (call_id := _call_id(item)) is not None:
+                outputs[call_id] = item
+        calls = self._call_ids | {_call_id(i) for i in new if is_call(i)}
+        answered = {c for c in calls if c is not None and c in outputs}
+        builder = _ChatBuilder(
+            reasoning=reasoning,
+            outputs={c: o for c, o in outputs.items() if c in answered},
+            messages=list(self._messages),
+        )
+        kept, kept_messages = 0, len(builder.messages)
+        for index, item in enumerate(new, 1):
+            builder.add(item, answered)
+            if not (builder.texts or builder.thoughts or builder.details or builder.calls):
+                kept, kept_messages = index, len(builder.messages)
+        self._remember(new[:kept], builder.messages[:kept_messages])
+        builder.flush()
+        return builder.messages
+
+    def _reusable(self, output: Sequence[Mapping[str, Any]], reasoning: ReasoningReplay) -> bool:
+        items = self._items
+        if reasoning != self._reasoning or len(output) < len(items):
+            return False
+        if any(a is not b for a, b in zip(items, output, strict=False)):
+            return False
+        seen = self._call_ids
+        return not any(is_call_output(i) and _call_id(i) in seen for i in output[len(items) :])
+
+    def _remember(self, items: Sequence[Mapping[str, Any]], messages: list[dict[str, Any]]) -> None:
+        self._items.extend(items)
+        self._messages = messages
+        for item in items:
+            if is_call(item):
+                self._call_ids.add(_call_id(item))
+            elif is_call_output(item) and (call_id := _call_id(item)) is not None:
+                self._outputs[call_id] = item
+
+
 def _responses_output(value: object) -> str | list[dict[str, Any]]:
     """A tool result as Responses input: a string, or `input_text`/`input_image` parts."""
     if isinstance(value, str):

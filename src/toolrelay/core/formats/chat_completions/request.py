@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from toolrelay.core.formats.transcript import ReasoningReplay, to_chat_messages
+from toolrelay.core.formats.transcript import ChatReplay, ReasoningReplay, to_chat_messages
 from toolrelay.core.items import Item
 
 __all__ = ["request_body"]
@@ -27,9 +27,11 @@ def request_body(
     reasoning: ReasoningReplay = "none",
     defaults: Mapping[str, Any] | None = None,
     params: Mapping[str, Any] | None = None,
+    replay: ChatReplay | None = None,
 ) -> dict[str, Any]:
     """The JSON body for one model call."""
-    history = [*messages, *to_chat_messages(output, reasoning=reasoning)]
+    convert = to_chat_messages if replay is None else replay.messages
+    history = [*messages, *convert(output, reasoning=reasoning)]
     body: dict[str, Any] = {"model": model, "messages": history, "stream": stream}
     if stream and include_usage:
         body["stream_options"] = {"include_usage": True}

@@ -20,7 +20,7 @@ from typing import Any, Final
 
 import orjson
 
-from toolrelay.core.formats.transcript import ReasoningReplay, to_chat_messages
+from toolrelay.core.formats.transcript import ChatReplay, ReasoningReplay, to_chat_messages
 from toolrelay.core.items import Item
 
 __all__ = ["TOP_LEVEL_PARAMS", "ollama_messages", "request_body"]
@@ -102,11 +102,13 @@ def request_body(
     defaults: Mapping[str, Any] | None = None,
     params: Mapping[str, Any] | None = None,
     reasoning: ReasoningReplay = "thinking",
+    replay: ChatReplay | None = None,
 ) -> dict[str, Any]:
     """The JSON body for one model call; the request's params win over the defaults.
     The turn's reasoning goes back as the assistant messages' `thinking` by default
     (gpt-oss-style tool loops need it)."""
-    history = [*messages, *to_chat_messages(output, reasoning=reasoning)]
+    convert = to_chat_messages if replay is None else replay.messages
+    history = [*messages, *convert(output, reasoning=reasoning)]
     body: dict[str, Any] = {
         "model": model,
         "messages": ollama_messages(history),
