@@ -89,15 +89,11 @@ async def test_a_call_written_as_text_runs_and_the_answer_follows(
     assert result.text == ANSWER
     assert shown_text(sink) == ANSWER  # the call's JSON never reached the client as text
 
-    second = server.requests[1].json["messages"]
-    assert second[1]["tool_calls"][0]["function"] == {
-        "name": "get_weather",
-        "arguments": '{"city":"Paris"}',
-    }
-    assert second[2] == {
-        "role": "tool",
-        "tool_call_id": call["call_id"],
-        "content": "Sunny, 21 degrees Celsius in Paris",
+    second = server.requests[1].json["messages"]  # replayed as text (engine.text_call_rounds)
+    assert second[1] == {
+        "role": "user",
+        "content": 'Result of get_weather({"city":"Paris"}): Sunny, 21 degrees Celsius in Paris'
+        "\nAnswer my question using this result.",
     }
     await relay.aclose()
 

@@ -68,11 +68,10 @@ def test_local_route_runs_a_call_written_as_text(running: Running) -> None:
     assert done.choices[0].message.content == "The sum is 5."
     assert done.choices[0].finish_reason == "stop"
     second = running.upstream.requests[1].json["messages"]
-    assert second[-2]["tool_calls"][0]["function"] == {
-        "name": "add",
-        "arguments": '{"a":2,"b":3}',
+    assert second[-1] == {  # the result as text (engine.text_call_rounds)
+        "role": "user",
+        "content": 'Result of add({"a":2,"b":3}): 5\nAnswer my question using this result.',
     }
-    assert second[-1]["role"] == "tool" and second[-1]["content"] == "5"
 
 
 def test_local_route_streams_only_the_answer(running: Running) -> None:

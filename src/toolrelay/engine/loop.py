@@ -73,6 +73,7 @@ from toolrelay.engine.interpreter import (
 from toolrelay.engine.limits import RunLimits
 from toolrelay.engine.observer import ModelCall, Observer, TurnObserver, TurnStart, TurnSummary
 from toolrelay.engine.pending import PendingCalls
+from toolrelay.engine.text_call_rounds import answered_again, text_call_request
 from toolrelay.engine.tool_runner import BatchOutcome, RepeatsStopped, ToolEnv, run_batch
 from toolrelay.errors import ProviderError
 
@@ -171,14 +172,18 @@ class Turn:
 
     async def _loop(self) -> RunResult:
         new_from = 0
+        with_tools = True
         while True:
-            read = await self._read(self._request(new_from))
+            read = await self._read(self._request(new_from, with_tools=with_tools))
             outcome = self._decide(read)
             match outcome:
                 case Final():
                     return await self._finish(TurnStatus.COMPLETED, None)
                 case RunTools(calls):
                     new_from = len(self.output)
+                    if self.setup.text_tool_calls and await self._answered_again(calls):
+                        with_tools = False  # answer now (`engine.text_call_rounds`, rule 2)
+                        continue
                     batch = await self._run_tools(calls)
                     if isinstance(batch, RepeatsStopped):
                         return await self._finish(TurnStatus.FAILED, batch.error)
@@ -223,7 +228,7 @@ class Turn:
         if setup.rag is not None:
             messages = inject(messages, setup.rag, tool_sources=self.sources)
         continues = with_tools and self.response_id is not None
-        return ModelRequest(
+        request = ModelRequest(
             messages=messages,
             output=list(self.output),
             tools=self._tool_specs if with_tools else [],
@@ -232,6 +237,7 @@ class Turn:
             new_items_from=new_from if continues else 0,
             replay=self._replay,
         )
+        return text_call_request(request) if setup.text_tool_calls else request
 
     async def _read(self, request: ModelRequest) -> ReadResult:
         """Read one response to its end; faults become the result's error."""
@@ -323,6 +329,21 @@ class Turn:
         self.output = [by_id.get(i["id"], i) if is_call(i) else i for i in self.output]
         self.output.extend(batch.outputs)
         return batch.outcome
+
+    async def _answered_again(self, calls: Sequence[FunctionCallItem]) -> bool:
+        """Calls that all repeat answered ones get the earlier results, not run (a text-call
+        route: `engine.text_call_rounds`, rule 2); False when there is something to run."""
+        results = answered_again(calls, self.output)
+        if results is None:
+            return False
+        self.iterations += 1  # a round all the same: the cap still bounds the turn
+        base = len(self.output)
+        self.output.extend(results)
+        if not self.emitter.quiet:
+            for i, item in enumerate(results):
+                done = {"output_index": base + i, "item": item}
+                await self.emitter.emit(Event(ev.OUTPUT_ITEM_DONE, done))
+        return True
 
     async def _run_code(self, item: CodeInterpreterItem) -> None:
         runner = self.setup.code_runner

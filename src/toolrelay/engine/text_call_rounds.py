@@ -1,0 +1,62 @@
+"""The loop's two rules for routes whose model writes its calls as text (issue 14).
+
+Both exist because the embedded 0.5B model, shown its own call and the result,
+tends to write the same call again instead of answering (measured in
+`benchmarks/local_tool_turns.py`; rates in the README's embedded-model section):
+
+1. The request after a result replays this turn's calls and results as text
+   (`core.text_tool_calls_replay.replay_as_text`), not as native `tool_calls`
+   and `tool` messages.
+2. A batch whose every call repeats a call this turn already has a result for
+   (same tool, same arguments) is not run again: each call gets the earlier
+   result, and the model is asked once more without tools, so it answers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from toolrelay.core.items import (
+    FunctionCallItem,
+    FunctionCallOutputItem,
+    function_call_output_item,
+    is_call_output,
+)
+from toolrelay.core.text_tool_calls_replay import repeats_of, replay_as_text
+from toolrelay.engine.interfaces import ModelRequest
+
+__all__ = ["answered_again", "text_call_request"]
+
+
+def text_call_request(request: ModelRequest) -> ModelRequest:
+    """`request` with this turn's items replayed as text messages (rule 1), once it has a
+    result; the whole turn goes in the messages, so no stateful continuation."""
+    if not any(is_call_output(i) for i in request.output):
+        return request
+    return dataclasses.replace(
+        request,
+        messages=[*request.messages, *replay_as_text(request.output)],
+        output=(),
+        previous_response_id=None,
+        new_items_from=0,
+    )
+
+
+def answered_again(
+    calls: Sequence[FunctionCallItem], output: Sequence[Mapping[str, Any]]
+) -> list[FunctionCallOutputItem] | None:
+    """Rule 2: the results of `calls` when every one repeats an answered call of this turn
+    (copies of the earlier results, nothing run); None when there is something to run."""
+    earlier = repeats_of(calls, output)
+    if earlier is None:
+        return None
+    results: list[FunctionCallOutputItem] = []
+    for call in calls:
+        before = earlier[call["call_id"]]
+        result = function_call_output_item(
+            call["call_id"], before.get("output") or "", status=str(before.get("status"))
+        )
+        results.append(result)
+    return results
