@@ -196,6 +196,14 @@ def text_messages(output: Sequence[Mapping[str, Any]], result_as: str) -> list[d
             result = str(item.get("output"))
             if result_as == "tool":
                 messages.append({"role": "tool", "content": result})
+            elif result_as == "user2":
+                messages.append(
+                    {
+                        "role": "user",
+                        "content": f"The {name} tool returned: {result}\n"
+                        "Answer my question using this result.",
+                    }
+                )
             else:
                 messages.append(
                     {
@@ -247,6 +255,8 @@ VARIANTS = {
         Variant("text-user-retry", render="text-user", retry=True),
         Variant("fold-notools", render="fold", tools_after_result=False),
         Variant("fold-retry", render="fold", retry=True),
+        Variant("fold2-notools", render="fold2", tools_after_result=False),
+        Variant("fold2-retry", render="fold2", retry=True),
     ]
 }
 
@@ -352,20 +362,37 @@ def score(
     }
 
 
+def offered_tools(case: Case) -> list[Any]:
+    """The case's tool and one other (fewer tokens of prompt than all eight)."""
+    other = get_time if case.tool != "get_time" else get_weather
+    return [t for t in TOOLS if t.spec.name == case.tool] + [other]
+
+
 async def run_one(
-    client: OpenAIChat, variant: Variant, index: int, temperature: float, seed: int, tokens: int
+    client: OpenAIChat,
+    variant: Variant,
+    index: int,
+    temperature: float,
+    seed: int,
+    tokens: int,
+    all_tools: bool = False,
 ) -> Score:
     case = CASES[index]
     model = Recording(client, variant)
     # One round of tools (two with `retry`): what follows the first result is what counts.
     limits = RunLimits(max_iterations=2 if variant.retry else 1, repeat_warn=0)
-    relay = Relay(model, TOOLS, limits=limits, text_tool_calls=True, tasks=())
+    offered = TOOLS if all_tools else offered_tools(case)
+    relay = Relay(model, offered, limits=limits, text_tool_calls=True, tasks=())
     params = {"temperature": temperature, "seed": seed, "max_tokens": tokens}
     started = time.perf_counter()
     result = await relay.run(case.prompt, params=params)
     await relay.aclose()
     output = raw_items(result.output)
     got = score(case, output, result.text, model.sent)
+    got["extra"]["items"] = [
+        [i["type"], i.get("name"), i.get("arguments") or i.get("output") or result.text]
+        for i in output
+    ]
     return Score(
         variant.name,
         index,
@@ -410,7 +437,9 @@ async def main_async(args: argparse.Namespace) -> list[Score]:
         for temperature, seed in runs:
             for i in cases if isinstance(cases, range) else list(cases):
                 for name in args.variants.split(","):
-                    s = await run_one(client, VARIANTS[name], i, temperature, seed, args.tokens)
+                    s = await run_one(
+                        client, VARIANTS[name], i, temperature, seed, args.tokens, args.all_tools
+                    )
                     scores.append(s)
                     print(
                         f"{name:18} #{i:<2} T={temperature} seed={seed} "
@@ -419,6 +448,7 @@ async def main_async(args: argparse.Namespace) -> list[Score]:
                         f"{s.seconds:5.1f}s {s.extra['kinds']:6} {s.final[:90]!r}",
                         flush=True,
                     )
+                    print("    ", json.dumps(s.extra["items"], ensure_ascii=False), flush=True)
     finally:
         await client.aclose()
         server.close()
@@ -437,6 +467,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--cases", default=None, help="comma-separated case indexes")
     parser.add_argument("--tokens", type=int, default=48, help="max_tokens per response")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--all-tools", action="store_true", help="offer all eight tools")
     parser.add_argument("--models", default=str(Settings().data_dir / "models"))
     parser.add_argument("--out", default=None, help="write every run as JSON")
     args = parser.parse_args(argv)

@@ -29,7 +29,7 @@ def test_a_result_goes_back_as_a_user_message_without_the_call() -> None:
     assert messages == [
         {
             "role": "user",
-            "content": 'Result of get_weather({"city":"Paris"}): '
+            "content": "Result of get_weather: "
             "14 °C, light rain (station PAR-7391)\n"
             "Answer my question using this result.",
         }
@@ -48,8 +48,8 @@ def test_one_batch_is_one_message_and_an_identical_call_is_shown_once() -> None:
     ]
     [message] = replay_as_text(items)
     assert message["content"].splitlines() == [
-        'Result of get_weather({"city":"Paris"}): 14 °C, light rain (station PAR-7391)',
-        'Result of get_weather({"city":"Tokyo"}): 22 °C',
+        "Result of get_weather: 14 °C, light rain (station PAR-7391)",
+        "Result of get_weather: 22 °C",
         "Answer my question using these results.",
     ]
 

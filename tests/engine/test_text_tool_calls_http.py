@@ -92,7 +92,7 @@ async def test_a_call_written_as_text_runs_and_the_answer_follows(
     second = server.requests[1].json["messages"]  # replayed as text (engine.text_call_rounds)
     assert second[1] == {
         "role": "user",
-        "content": 'Result of get_weather({"city":"Paris"}): Sunny, 21 degrees Celsius in Paris'
+        "content": "Result of get_weather: Sunny, 21 degrees Celsius in Paris"
         "\nAnswer my question using this result.",
     }
     await relay.aclose()

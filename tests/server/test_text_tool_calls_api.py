@@ -70,7 +70,7 @@ def test_local_route_runs_a_call_written_as_text(running: Running) -> None:
     second = running.upstream.requests[1].json["messages"]
     assert second[-1] == {  # the result as text (engine.text_call_rounds)
         "role": "user",
-        "content": 'Result of add({"a":2,"b":3}): 5\nAnswer my question using this result.',
+        "content": "Result of add: 5\nAnswer my question using this result.",
     }
 
 

@@ -29,7 +29,9 @@ from toolrelay.core.tool_calls import ParsedArguments, parse_arguments
 
 __all__ = ["RESULT_TEXT", "repeats_of", "replay_as_text"]
 
-RESULT_TEXT: Final = "Result of {name}({arguments}): {result}"
+RESULT_TEXT: Final = "Result of {name}: {result}"
+"""Measured: naming the arguments too (`get_weather({"city":"Paris"})`) made the model
+write the call again; so did "The get_weather tool returned: …"."""
 ANSWER_TEXT: Final = "Answer my question using this result."
 ANSWER_MANY_TEXT: Final = "Answer my question using these results."
 
@@ -73,11 +75,7 @@ def _result_text(output: object) -> str:
 
 def _result_message(calls: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]]) -> dict[str, Any]:
     lines = [
-        RESULT_TEXT.format(
-            name=call.get("name"),
-            arguments=_signature(call)[1],
-            result=_result_text(result.get("output")),
-        )
+        RESULT_TEXT.format(name=call.get("name"), result=_result_text(result.get("output")))
         for call, result in calls
     ]
     lines.append(ANSWER_TEXT if len(calls) == 1 else ANSWER_MANY_TEXT)

@@ -171,9 +171,10 @@ def get_weather(city: str) -> str:
 
 
 async def test_a_tool_turn_end_to_end(embedded: Embedded) -> None:
-    """A call written as text is recovered, run, its result goes back, a final message
-    ends the turn. (What it says is the model's: this one often writes the call again
-    there instead of answering in prose; the words are not asserted.)"""
+    """A call written as text is recovered, run, its result goes back, and the answer uses
+    it. The route's rules (`engine.text_call_rounds`: the result as a user message, a
+    repeated call answered from the earlier result, then a round without tools) make this
+    model answer in prose; the check is that a fact only the tool knew is in the answer."""
     registry = build_registry(embedded.settings)
     route = registry.routes["local"]
     assert route.text_tool_calls
@@ -194,9 +195,12 @@ async def test_a_tool_turn_end_to_end(embedded: Embedded) -> None:
     assert "paris" in orjson.loads(output[0]["arguments"])["city"].lower()
     assert calls and "paris" in calls[0].lower()  # the tool really ran
     assert kinds[-1] == "message" and result.text.strip()
+    assert calls == [calls[0]]  # run once: a repeat is answered from the first result
     assert len(model.requests) >= 2
-    sent_back = orjson.dumps(list(model.requests[1].output)).decode()
+    sent_back = orjson.dumps(list(model.requests[1].messages)).decode()
     assert "PAR-7391" in sent_back  # the tool's result reached the model
+    assert '"name"' not in result.text, result.text  # prose, not the call again
+    assert any(fact in result.text for fact in ("PAR-7391", "14")), result.text
 
 
 def test_serve_with_no_model_serves_it(embedded: Embedded, tmp_path: Path) -> None:
