@@ -192,7 +192,7 @@ def text_messages(output: Sequence[Mapping[str, Any]], result_as: str) -> list[d
         if kind == "function_call":
             messages.append({"role": "assistant", "content": _call_json(item)})
         elif kind == "function_call_output":
-            name = calls.get(item["call_id"], {}).get("name", "the tool")
+            name = calls[item["call_id"]]["name"] if item["call_id"] in calls else "the tool"
             result = str(item.get("output"))
             if result_as == "tool":
                 messages.append({"role": "tool", "content": result})

@@ -79,3 +79,15 @@ def test_a_batch_with_anything_new_is_not_a_repeat() -> None:
     assert repeats_of([call("c2", name="get_time")], done) is None
     assert repeats_of([call("c2")], [call("c1")]) is None  # asked, never answered
     assert repeats_of([], done) is None
+
+
+def test_keys_the_schema_does_not_declare_do_not_make_a_new_call() -> None:
+    """The model copies the result into the arguments; the tool would not get those keys."""
+    done = [call("c1", '{"symbol":"MSFT"}', "price"), result("c1", "MSFT: 187.42 USD")]
+    copied = call("c2", '{"symbol":"MSFT","price":187.42,"required":["symbol"]}', "price")
+    schema = {"type": "object", "properties": {"symbol": {"type": "string"}}}
+    assert repeats_of([copied], [*done, copied]) is None  # compared as written
+    found = repeats_of([copied], [*done, copied], {"price": schema})
+    assert found is not None and found["c2"]["output"] == "MSFT: 187.42 USD"
+    other = call("c3", '{"symbol":"AAPL","price":1}', "price")
+    assert repeats_of([other], [*done, other], {"price": schema}) is None

@@ -99,6 +99,16 @@ async def test_a_repeated_call_is_not_run_again_and_the_next_round_has_no_tools(
     assert result.status == "completed" and result.text == ANSWER
 
 
+async def test_a_repeat_with_the_result_copied_into_its_arguments_is_a_repeat(
+    server: FakeModelServer,
+) -> None:
+    copied = '{"name": "get_weather", "arguments": {"city": "Paris", "weather": "14 °C"}}'
+    server.script(says(CALL), says(copied), says(ANSWER))
+    result, _ = await run(server)
+    assert ran == ["Paris"] and "tools" not in server.requests[2].json
+    assert result.text == ANSWER
+
+
 async def test_a_new_call_after_a_result_still_runs(server: FakeModelServer) -> None:
     other = '{"name": "get_time", "arguments": {"city": "Paris"}}'
     server.script(says(CALL), says(other), says(ANSWER))

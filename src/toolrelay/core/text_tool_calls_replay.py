@@ -25,7 +25,12 @@ from typing import Any, Final
 
 from toolrelay.core.formats.transcript import ReasoningReplay, to_chat_messages
 from toolrelay.core.items import is_call, is_call_output
-from toolrelay.core.tool_calls import ParsedArguments, parse_arguments
+from toolrelay.core.tool_calls import (
+    ParsedArguments,
+    canonical_arguments,
+    filter_to_schema,
+    parse_arguments,
+)
 
 __all__ = ["RESULT_TEXT", "repeats_of", "replay_as_text"]
 
@@ -36,27 +41,41 @@ ANSWER_TEXT: Final = "Answer my question using this result."
 ANSWER_MANY_TEXT: Final = "Answer my question using these results."
 
 
-def _signature(call: Mapping[str, Any]) -> tuple[str, str]:
-    """Tool name and canonical arguments: what makes two calls the same call."""
+Schemas = Mapping[str, Mapping[str, Any] | None]
+"""Tool name → the parameters schema its arguments are filtered to before it runs."""
+
+
+def _signature(call: Mapping[str, Any], schemas: Schemas | None = None) -> tuple[str, str]:
+    """Tool name and canonical arguments as the tool would get them (keys its schema does
+    not declare left out, as the runner leaves them out): what makes two calls the same."""
     name = str(call.get("name") or "")
     raw = call.get("arguments")
     parsed = parse_arguments(name, raw if isinstance(raw, str) else None)
-    return name, parsed.canonical if isinstance(parsed, ParsedArguments) else str(raw)
+    if not isinstance(parsed, ParsedArguments):
+        return name, str(raw)
+    if schemas is None or name not in schemas:
+        return name, parsed.canonical
+    return name, canonical_arguments(filter_to_schema(parsed.value, schemas[name]))
 
 
 def repeats_of(
-    calls: Sequence[Mapping[str, Any]], output: Sequence[Mapping[str, Any]]
+    calls: Sequence[Mapping[str, Any]],
+    output: Sequence[Mapping[str, Any]],
+    schemas: Schemas | None = None,
 ) -> dict[str, Mapping[str, Any]] | None:
     """When every one of `calls` repeats a call this turn already has a result for: each
-    new call's id → that earlier result item. Otherwise None (something new to run)."""
+    new call's id → that earlier result item. Otherwise None (something new to run).
+
+    With `schemas`, arguments a tool does not declare do not count (the model, shown a
+    result, tends to copy it into the arguments: `{"symbol": "MSFT", "price": 187.42}`)."""
     results = {i.get("call_id"): i for i in output if is_call_output(i)}
     earlier: dict[tuple[str, str], Mapping[str, Any]] = {}
     for item in output:
         if is_call(item) and item.get("call_id") in results:
-            earlier.setdefault(_signature(item), results[item.get("call_id")])
+            earlier.setdefault(_signature(item, schemas), results[item.get("call_id")])
     found: dict[str, Mapping[str, Any]] = {}
     for call in calls:
-        result = earlier.get(_signature(call))
+        result = earlier.get(_signature(call, schemas))
         if result is None:
             return None
         found[str(call.get("call_id"))] = result

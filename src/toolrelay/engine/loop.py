@@ -333,7 +333,7 @@ class Turn:
     async def _answered_again(self, calls: Sequence[FunctionCallItem]) -> bool:
         """Calls that all repeat answered ones get the earlier results, not run (a text-call
         route: `engine.text_call_rounds`, rule 2); False when there is something to run."""
-        results = answered_again(calls, self.output)
+        results = answered_again(calls, self.output, self.setup.tools)
         if results is None:
             return False
         self.iterations += 1  # a round all the same: the cap still bounds the turn

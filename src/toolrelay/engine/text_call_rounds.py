@@ -8,7 +8,7 @@ tends to write the same call again instead of answering (measured in
    (`core.text_tool_calls_replay.replay_as_text`), not as native `tool_calls`
    and `tool` messages.
 2. A batch whose every call repeats a call this turn already has a result for
-   (same tool, same arguments) is not run again: each call gets the earlier
+   (same tool, same arguments as the tool would get them) is not run again: each call gets the earlier
    result, and the model is asked once more without tools, so it answers.
 """
 
@@ -25,7 +25,7 @@ from toolrelay.core.items import (
     is_call_output,
 )
 from toolrelay.core.text_tool_calls_replay import repeats_of, replay_as_text
-from toolrelay.engine.interfaces import ModelRequest
+from toolrelay.engine.interfaces import ModelRequest, Tool
 
 __all__ = ["answered_again", "text_call_request"]
 
@@ -45,11 +45,19 @@ def text_call_request(request: ModelRequest) -> ModelRequest:
 
 
 def answered_again(
-    calls: Sequence[FunctionCallItem], output: Sequence[Mapping[str, Any]]
+    calls: Sequence[FunctionCallItem],
+    output: Sequence[Mapping[str, Any]],
+    tools: Mapping[str, Tool],
 ) -> list[FunctionCallOutputItem] | None:
     """Rule 2: the results of `calls` when every one repeats an answered call of this turn
-    (copies of the earlier results, nothing run); None when there is something to run."""
-    earlier = repeats_of(calls, output)
+    (copies of the earlier results, nothing run); None when there is something to run.
+    Arguments a tool would not get (its runner filters them out) do not count."""
+    schemas = {
+        name: tool.spec.parameters
+        for name, tool in tools.items()
+        if tool.spec.filter_arguments and tool.spec.kind != "mcp"
+    }
+    earlier = repeats_of(calls, output, schemas)
     if earlier is None:
         return None
     results: list[FunctionCallOutputItem] = []
