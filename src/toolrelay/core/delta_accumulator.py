@@ -21,7 +21,7 @@ from typing import Any, Literal
 from toolrelay.core import events as ev
 from toolrelay.core.accumulator import Accumulator
 from toolrelay.core.deltas import CitationDelta, Delta, ReasoningDelta, TextDelta, ToolCallDelta
-from toolrelay.core.events import Event
+from toolrelay.core.events import BlankEvent, Event
 from toolrelay.core.ids import new_id
 from toolrelay.core.items import (
     CodeInterpreterItem,
@@ -110,7 +110,9 @@ class DeltaAccumulator(Accumulator):
                     "content_index": 0,
                     "delta": text,
                 }
-                out.append(Event(ev.OUTPUT_TEXT_DELTA, data))
+                event: Event = BlankEvent()
+                event.type, event.data = ev.OUTPUT_TEXT_DELTA, data
+                out.append(event)
         else:
             out += self._text_delta(text)
 
@@ -125,7 +127,9 @@ class DeltaAccumulator(Accumulator):
                     "content_index": 0,
                     "delta": text,
                 }
-                out.append(Event(ev.REASONING_TEXT_DELTA, data))
+                event: Event = BlankEvent()
+                event.type, event.data = ev.REASONING_TEXT_DELTA, data
+                out.append(event)
         else:
             out += self._reasoning(text, ())
 
@@ -282,7 +286,9 @@ class DeltaAccumulator(Accumulator):
             "output_index": self._offset + call.index,
             "delta": text,
         }
-        return Event(ev.FUNCTION_CALL_ARGUMENTS_DELTA, data)
+        event: Event = BlankEvent()
+        event.type, event.data = ev.FUNCTION_CALL_ARGUMENTS_DELTA, data
+        return event
 
     def _citation(self, url: str, title: str | None) -> list[Event]:
         name = title or url

@@ -14,7 +14,7 @@ from typing import Any
 
 from toolrelay.core import events as ev
 from toolrelay.core.accumulator import Accumulator
-from toolrelay.core.events import Event
+from toolrelay.core.events import BlankEvent, Event
 from toolrelay.core.formats.chat_completions.parse import arguments_text
 from toolrelay.core.formats.responses.parse import reduce_event
 from toolrelay.core.items import Item, as_item, is_call, updated
@@ -56,7 +56,9 @@ class EventAccumulator(Accumulator):
                 event.pop("sequence_number", None)
                 if self._offset:
                     event["output_index"] += self._offset
-                out.append(Event(kind, event))
+                made: Event = BlankEvent()
+                made.type, made.data = kind, event
+                out.append(made)
             return
         out += self._structural(event)
 

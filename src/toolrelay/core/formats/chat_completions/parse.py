@@ -29,7 +29,6 @@ pydantic, no exceptions, no copies.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -103,7 +102,7 @@ class ChatCompletionsDecoder:
         per chunk: any shape it does not expect raises, and the full path takes over
         (the sink is called after the `try`, so its own errors are never swallowed).
         """
-        lane: Callable[[str, list[Any]], None] | None = None
+        lane = 0  # 1: text, 2: reasoning (a number: a bound method would be built per chunk)
         slot = -1
         try:
             (choice,) = chunk["choices"]
@@ -119,18 +118,21 @@ class ChatCompletionsDecoder:
             ):
                 text = delta.get("content")
                 if text.__class__ is str:
-                    lane = sink.text
+                    lane = 1
                 else:
                     text = delta.get("reasoning_content")
                     if text.__class__ is str:
-                        lane = sink.reasoning
+                        lane = 2
                     else:
                         slot, text = _more_arguments(delta, self._by_index)
         except (KeyError, TypeError, ValueError, IndexError):
-            lane, slot = None, -1
-        if lane is not None:
+            lane, slot = 0, -1
+        if lane == 1:
             if text:
-                lane(text, out)
+                sink.text(text, out)
+        elif lane:
+            if text:
+                sink.reasoning(text, out)
         elif slot >= 0:
             if text:
                 sink.arguments(slot, text, out)
