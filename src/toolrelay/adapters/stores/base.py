@@ -91,6 +91,22 @@ class TurnFields:
     model: str | None
     follow_ups: list[str]
 
+    def columns(self, *, checkpoint: bool = False) -> dict[str, Any]:
+        """The message columns a write sets, by name; a checkpoint leaves `model` and
+        `follow_ups` to the final save."""
+        columns = {
+            "content": self.content,
+            "output": self.output,
+            "usage": self.usage,
+            "status": self.status,
+            "error": self.error,
+            "timings": self.timings,
+        }
+        if not checkpoint:
+            columns["model"] = self.model
+            columns["follow_ups"] = self.follow_ups
+        return columns
+
 
 @dataclass(frozen=True, slots=True)
 class NewChat:

@@ -288,14 +288,7 @@ class MemoryStore:
             id=message_id,
             chat_id=chat_id,
             role="assistant",
-            content=fields.content,
-            output=fields.output,
-            usage=fields.usage,
-            status=fields.status,
-            error=fields.error,
-            timings=fields.timings,
-            model=fields.model,
-            follow_ups=fields.follow_ups,
+            **fields.columns(),
             created_at=now if previous is None else previous.created_at,
             updated_at=now,
         )
@@ -312,14 +305,7 @@ class MemoryStore:
         ):
             return False
         self._messages[message_id] = replace(
-            previous,
-            content=fields.content,
-            output=fields.output,
-            usage=fields.usage,
-            status=fields.status,
-            error=fields.error,
-            timings=fields.timings,
-            updated_at=self._now(),
+            previous, **fields.columns(checkpoint=True), updated_at=self._now()
         )
         return True
 

@@ -552,14 +552,7 @@ class SQLStore:
                     chat.turn_id,
                     "assistant",
                     now,
-                    content=fields.content,
-                    output=fields.output,
-                    usage=fields.usage,
-                    status=fields.status,
-                    error=fields.error,
-                    timings=fields.timings,
-                    model=fields.model,
-                    follow_ups=fields.follow_ups,
+                    **fields.columns(),
                 )
             )
         users = {chat.user_id for chat in chats}
@@ -582,14 +575,8 @@ class SQLStore:
                 session.add(row)
             elif row.chat_id != chat_id or row.role != "assistant":
                 raise NotFoundError(f"no assistant message {message_id!r} in chat {chat_id!r}")
-            row.content = fields.content
-            row.output = fields.output
-            row.usage = fields.usage
-            row.status = fields.status
-            row.error = fields.error
-            row.timings = fields.timings
-            row.model = fields.model
-            row.follow_ups = fields.follow_ups
+            for column, value in fields.columns().items():
+                setattr(row, column, value)
             row.updated_at = now
             chat.updated_at = now
 
@@ -604,15 +591,7 @@ class SQLStore:
                 MessageRow.role == "assistant",
                 MessageRow.status == "in_progress",
             )
-            .values(
-                content=fields.content,
-                output=fields.output,
-                usage=fields.usage,
-                status=fields.status,
-                error=fields.error,
-                timings=fields.timings,
-                updated_at=self._now(),
-            )
+            .values(**fields.columns(checkpoint=True), updated_at=self._now())
         )
         async with self._write() as session:
             result = await session.execute(query)
