@@ -100,6 +100,9 @@ def test_ctrl_d_and_an_unknown_command(server: FakeModelServer, terminal: Termin
     terminal.expect("› ")
     terminal.type("/what\r")
     terminal.expect("unknown command /what")
+    # Ctrl-D only while the next prompt reads keys: typed in between, the tty is back in
+    # cooked mode, where ^D ends a pending line and is then gone, so the session waits on
+    terminal.expect("› ")
     terminal.type("\x04")
     assert terminal.wait() == 0, terminal.output
     assert server.requests == []
