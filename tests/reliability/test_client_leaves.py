@@ -47,24 +47,33 @@ def _stalled_responses() -> SSEReply:
     return SSEReply(responses_events(text=["Once ", "upon ", "a ", "time."]), stall_after=6)
 
 
-@pytest.mark.parametrize(
+STALLED_STREAMS = pytest.mark.parametrize(
     ("path", "model", "reply"),
     [
         ("/v1/chat/completions", "fake", _stalled_chat),
         ("/v1/responses", "fake-responses", _stalled_responses),
     ],
 )
-def test_clients_that_leave_release_the_upstream(
-    served: Running, path: str, model: str, reply: object
-) -> None:
-    upstream = served.upstream
+
+
+def _stalled_story(served: Running, path: str, model: str, reply: object) -> dict[str, object]:
+    """Make every upstream answer stall after its first words; the streamed request to send."""
     assert callable(reply)
-    upstream.set_default(reply())
+    served.upstream.set_default(reply())
     body: dict[str, object] = {"model": model, "stream": True}
     if path.endswith("responses"):
         body["input"] = "tell me a story"
     else:
         body["messages"] = [{"role": "user", "content": "tell me a story"}]
+    return body
+
+
+@STALLED_STREAMS
+def test_clients_that_leave_release_the_upstream(
+    served: Running, path: str, model: str, reply: object
+) -> None:
+    upstream = served.upstream
+    body = _stalled_story(served, path, model, reply)
     for _ in range(CLIENTS):
         _open_and_leave(served.base_url, path, body)
     assert len(upstream.requests) == CLIENTS
@@ -74,25 +83,13 @@ def test_clients_that_leave_release_the_upstream(
     )
 
 
-@pytest.mark.parametrize(
-    ("path", "model", "reply"),
-    [
-        ("/v1/chat/completions", "fake", _stalled_chat),
-        ("/v1/responses", "fake-responses", _stalled_responses),
-    ],
-)
+@STALLED_STREAMS
 def test_a_stream_left_early_is_request_logged_as_cancelled(
     served: Running, path: str, model: str, reply: object
 ) -> None:
     """Issue 15: a /v1 stream the client left was cancelled and never reached the request log."""
     upstream = served.upstream
-    assert callable(reply)
-    upstream.set_default(reply())
-    body: dict[str, object] = {"model": model, "stream": True}
-    if path.endswith("responses"):
-        body["input"] = "tell me a story"
-    else:
-        body["messages"] = [{"role": "user", "content": "tell me a story"}]
+    body = _stalled_story(served, path, model, reply)
     _open_and_leave(served.base_url, path, body)
     assert upstream.wait_for_connections(0, timeout=30)
     with served.client() as client:
