@@ -141,6 +141,12 @@ def test_events_url_from_redis_url() -> None:
     assert load(env=env).events_url == "redis://ours"
 
 
+def test_events_url_may_name_a_bus_socket_by_its_absolute_path() -> None:
+    url = "ipc:///srv/toolrelay/bus.sock"
+    assert load(env={"TOOLRELAY_EVENTS_URL": url}).events_url == url
+    assert "ipc:///abs/path.sock" in config_error(env={"TOOLRELAY_EVENTS_URL": "ipc://bus.sock"})
+
+
 def test_openai_convenience_route() -> None:
     env = {"OPENAI_BASE_URL": "http://localhost:8000/v1", "OPENAI_API_KEY": "sk-x"}
     (route,) = load(env=env).models
@@ -349,7 +355,8 @@ def test_plain_env_error_names_the_plain_var() -> None:
         "DATABASE_URL: must be a sqlite:// or postgresql:// URL (got 'mysql':…)"
     )
     assert config_error(env={"REDIS_URL": "memcached://h"}) == (
-        "REDIS_URL: must be 'memory' or a redis:// URL (got 'memcached':…)"
+        "REDIS_URL: must be 'memory', an ipc:///abs/path.sock URL or a redis:// URL "
+        "(got 'memcached':…)"
     )
 
 

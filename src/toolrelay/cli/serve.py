@@ -101,7 +101,7 @@ def serve(
         return
     try:
         uvicorn.run(
-            create_app(settings, registry=registry, tune_gc=True),
+            create_app(settings, registry=registry),
             host=settings.host,
             port=settings.port,
             log_config=None,  # uvicorn's lines go through toolrelay's handler (format, masking)

@@ -212,7 +212,10 @@ class Settings(BaseSettings):
     checkpoint_s: float = Field(default=5.0, gt=0)
     """How often a running turn's partial output is saved (it survives a crash)."""
     events_url: str | None = None
-    """Redis URL for the event log; None keeps events in-process."""
+    """Where chats' event logs, turn leases and control messages live: None (or "memory")
+    keeps them in this process; "ipc:///abs/path/bus.sock" reaches the `BusHost` at that
+    Unix socket, which the parent of `serve --workers N` runs for the workers of one
+    machine (no service needed); "redis://…" shares them through Redis, across machines."""
     admin_key: str | None = Field(default=None, repr=False)
     session_secret: str | None = Field(default=None, repr=False)
     """Signs the web page's session cookies; unset: a random one kept in `data_dir`."""
@@ -297,9 +300,12 @@ class Settings(BaseSettings):
     @field_validator("events_url")
     @classmethod
     def _events_url(cls, value: str | None) -> str | None:
-        if value is None or value == "memory" or value.startswith(_REDIS_SCHEMES):
+        if value is None or value == "memory" or value.startswith(_BUS_SCHEMES):
             return value
-        raise ValueError(f"must be 'memory' or a redis:// URL (got {value.split(':')[0]!r}:…)")
+        raise ValueError(
+            "must be 'memory', an ipc:///abs/path.sock URL or a redis:// URL "
+            f"(got {value.split(':')[0]!r}:…)"
+        )
 
     @field_validator("models")
     @classmethod
@@ -328,7 +334,8 @@ class Settings(BaseSettings):
         return [route.name for route in self.models]
 
 
-_REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+_BUS_SCHEMES = ("redis://", "rediss://", "unix://", "ipc:///")
+"""Redis URLs, and ipc:// with an absolute socket path."""
 _DB_SCHEMES = {
     "postgresql://": "postgresql+asyncpg://",
     "postgres://": "postgresql+asyncpg://",

@@ -1,6 +1,8 @@
-"""Fixtures running the same bus tests on `MemoryBus` and `RedisBus`.
+"""Fixtures running the same bus tests on `MemoryBus`, `IpcBus` and `RedisBus`.
 
-Redis is expected at 127.0.0.1:6379. Each test gets a random key prefix and its
+An `IpcBus` reaches a `BusHost` in a thread of the test process (its own event
+loop, a real Unix socket); options configure the host's `MemoryBus`, and every
+bus a test makes shares that host, like workers do. Redis is expected at 127.0.0.1:6379. Each test gets a random key prefix and its
 keys are deleted afterwards. When Redis is not reachable the Redis cases fail,
 they never skip.
 """
@@ -8,14 +10,19 @@ they never skip.
 from __future__ import annotations
 
 import secrets
-from collections.abc import AsyncIterator, Awaitable, Callable
+import shutil
+import tempfile
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
+from tests.patience import HANG
 from toolrelay.adapters.events import EventBus
+from toolrelay.adapters.events.ipc import BusHost, IpcBus
 from toolrelay.adapters.events.memory import MemoryBus
 from toolrelay.adapters.events.redis import RedisBus
 
@@ -56,16 +63,34 @@ def redis_prefix() -> str:
     return f"toolrelay-test:{secrets.token_hex(6)}:"
 
 
-@pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.redis)])
-async def make_bus(request: pytest.FixtureRequest, redis_prefix: str) -> AsyncIterator[BusFactory]:
-    """Makes buses of one backend; Redis ones share the test's prefix, like workers do."""
+@pytest.fixture
+def socket_dir() -> Iterator[Path]:
+    """A short directory for Unix sockets (their paths are limited to about 100 bytes)."""
+    path = Path(tempfile.mkdtemp(prefix="trbus-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(params=["memory", "ipc", pytest.param("redis", marks=pytest.mark.redis)])
+async def make_bus(
+    request: pytest.FixtureRequest, redis_prefix: str, socket_dir: Path
+) -> AsyncIterator[BusFactory]:
+    """Makes buses of one backend; Redis ones share the test's prefix and IPC ones the
+    test's host, like workers do."""
     backend: str = request.param
     buses: list[EventBus] = []
+    hosts: list[BusHost] = []
 
     async def make(**options: Any) -> EventBus:
         bus: EventBus
         if backend == "memory":
             bus = MemoryBus(**options)
+        elif backend == "ipc":
+            if not hosts:
+                hosts.append(BusHost(socket_dir / "bus.sock", bus=MemoryBus(**options)).start())
+            elif options:
+                raise ValueError("IPC buses of one test share its host: configure the first")
+            bus = IpcBus(hosts[0].path, connect_timeout=HANG)
         else:
             bus = await connect_redis(redis_prefix, **options)
         buses.append(bus)
@@ -74,6 +99,8 @@ async def make_bus(request: pytest.FixtureRequest, redis_prefix: str) -> AsyncIt
     yield make
     for bus in buses:
         await bus.aclose()
+    for host in hosts:
+        host.close()
     if backend == "redis" and buses:
         await delete_keys(redis_prefix)
 

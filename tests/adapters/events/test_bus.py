@@ -1,4 +1,4 @@
-"""The event bus contract, run against MemoryBus and RedisBus alike."""
+"""The event bus contract, run against MemoryBus, IpcBus and RedisBus alike."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import pytest
 
 from tests.patience import HANG
 from toolrelay.adapters.events import Envelope, EventBus, make_bus
+from toolrelay.adapters.events.ipc import IpcBus
 from toolrelay.adapters.events.memory import MemoryBus
 from toolrelay.adapters.events.redis import RedisBus
 from toolrelay.core.events import OUTPUT_TEXT_DELTA, Event
@@ -305,7 +306,7 @@ async def test_retention_cap_drops_the_oldest_events(make_bus: BusFactory) -> No
     assert log[-1] == Envelope(300, delta("299"))
     assert log[0].seq > 1
     assert len(log) >= 10
-    if isinstance(bus, MemoryBus):
+    if isinstance(bus, MemoryBus | IpcBus):
         assert len(log) == 10  # Redis trims with MAXLEN ~, whole stream nodes at a time
 
 
@@ -374,5 +375,10 @@ async def test_make_bus_picks_the_backend_from_the_url() -> None:
     redis_bus = make_bus("redis://127.0.0.1:6379/0")
     assert isinstance(redis_bus, RedisBus)
     await redis_bus.aclose()
-    with pytest.raises(ConfigError, match="events url"):
+    ipc_bus = make_bus("ipc:///run/toolrelay/bus.sock")
+    assert isinstance(ipc_bus, IpcBus)
+    assert ipc_bus.path == "/run/toolrelay/bus.sock"
+    with pytest.raises(ConfigError, match="absolute path"):
+        make_bus("ipc://bus.sock")
+    with pytest.raises(ConfigError, match="events url.*ipc://"):
         make_bus("kafka://somewhere")

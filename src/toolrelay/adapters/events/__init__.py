@@ -25,8 +25,10 @@ Invariants every backend keeps:
    restart at 1 under a client's feet after a restart or an expiry
    (`clock_seq_base` derives one from the wall clock).
 
-Backends: `MemoryBus` (one process, the default) and `RedisBus` (many workers
-sharing Redis). They are imported lazily so the Redis client stays optional.
+Backends: `MemoryBus` (one process, the default), `IpcBus` (the workers of one
+machine, reaching a `BusHost` in their parent over a Unix socket) and `RedisBus`
+(many workers sharing Redis). They are imported lazily so the Redis client stays
+optional.
 """
 
 from __future__ import annotations
@@ -40,15 +42,29 @@ from toolrelay.core.events import Event
 from toolrelay.errors import ConfigError
 
 if TYPE_CHECKING:
+    from toolrelay.adapters.events.ipc import IpcBus
     from toolrelay.adapters.events.memory import MemoryBus
     from toolrelay.adapters.events.redis import RedisBus
 
-__all__ = ["Envelope", "EventBus", "MemoryBus", "RedisBus", "SeqBase", "clock_seq_base", "make_bus"]
+__all__ = [
+    "IPC_SCHEME",
+    "Envelope",
+    "EventBus",
+    "IpcBus",
+    "MemoryBus",
+    "RedisBus",
+    "SeqBase",
+    "clock_seq_base",
+    "ipc_path",
+    "make_bus",
+]
 
 SeqBase = Callable[[], int]
 """Where a new channel's numbering starts (its first event gets base + 1)."""
 
 _SEQS_PER_SECOND = 1 << 20
+
+IPC_SCHEME = "ipc://"
 
 
 def clock_seq_base(now: Callable[[], float] = time.time) -> int:
@@ -132,16 +148,36 @@ class EventBus(Protocol):
 
 
 def make_bus(url: str | None, *, seq_base: SeqBase | None = clock_seq_base) -> EventBus:
-    """The bus a setting names: None or "memory" for in-process, "redis://…" for Redis."""
+    """The bus a setting names: None or "memory" for in-process, "ipc:///abs/path.sock" for
+    the `BusHost` at that socket, "redis://…" for Redis.
+
+    An `IpcBus` numbers channels as its host's `MemoryBus` does (by default from
+    the clock): `seq_base` belongs to the host, not to each worker.
+    """
     if url is None or url == "memory":
         from toolrelay.adapters.events.memory import MemoryBus
 
         return MemoryBus(seq_base=seq_base)
+    if url.startswith(IPC_SCHEME):
+        from toolrelay.adapters.events.ipc import IpcBus
+
+        return IpcBus(ipc_path(url))
     if url.startswith(("redis://", "rediss://", "unix://")):
         from toolrelay.adapters.events.redis import RedisBus
 
         return RedisBus.from_url(url, seq_base=seq_base)
-    raise ConfigError(f"events url: expected 'memory' or a redis:// url, got {url!r}")
+    raise ConfigError(
+        f"events url: expected 'memory', an ipc:///abs/path.sock url or a redis:// url, got {url!r}"
+    )
+
+
+def ipc_path(url: str) -> str:
+    """The socket path of an "ipc:///abs/path.sock" url; it must be absolute (workers may
+    start in another directory)."""
+    path = url.removeprefix(IPC_SCHEME)
+    if not path.startswith("/"):
+        raise ConfigError(f"events url: an ipc:// url needs an absolute path, got {url!r}")
+    return path
 
 
 def __getattr__(name: str) -> Any:
@@ -150,6 +186,10 @@ def __getattr__(name: str) -> Any:
         from toolrelay.adapters.events.memory import MemoryBus
 
         return MemoryBus
+    if name == "IpcBus":
+        from toolrelay.adapters.events.ipc import IpcBus
+
+        return IpcBus
     if name == "RedisBus":
         from toolrelay.adapters.events.redis import RedisBus
 

@@ -33,6 +33,7 @@ import redis.asyncio as aioredis
 from redis.asyncio.client import PubSub
 
 from toolrelay.adapters.events import Envelope, SeqBase
+from toolrelay.adapters.events.codec import body_envelope, event_body
 from toolrelay.core.events import Event
 
 __all__ = ["RedisBus"]
@@ -170,7 +171,7 @@ class RedisBus:
     # -- log ---------------------------------------------------------------
 
     async def publish(self, channel: str, event: Event) -> int:
-        payload = orjson.dumps({**event.to_dict(), "ts": time.time()})
+        payload = orjson.dumps(event_body(event, time.time()))
         seq = await self._publish(
             keys=self._keys(channel), args=[payload, self._max_events, self._ttl_ms]
         )
@@ -336,8 +337,4 @@ def _decode(entry_id: bytes, fields: dict[bytes, bytes]) -> Envelope | None:
     payload = fields.get(_EVENT_FIELD)
     if payload is None:
         return None
-    body = orjson.loads(payload)
-    seq = int(entry_id.split(b"-", 1)[0])
-    published = body.get("ts")
-    when = float(published) if isinstance(published, int | float) else None
-    return Envelope(seq, Event(body["type"], body.get("data") or {}), when)
+    return body_envelope(int(entry_id.split(b"-", 1)[0]), orjson.loads(payload))
