@@ -146,8 +146,9 @@ def test_serve_runs_uvicorn_with_the_settings_and_flags(
     config.write_text('host = "0.0.0.0"\nport = 9123\nlocal = false\n')  # no embedded model
     calls: list[tuple[Any, dict[str, Any]]] = []
 
-    def create_app(settings: Any, *, registry: Registry) -> Any:
+    def create_app(settings: Any, *, registry: Registry, tune_gc: bool) -> Any:
         assert isinstance(registry, Registry)  # built before the server starts
+        assert tune_gc  # the server's own process: its collector is set for serving
         return ("app", settings.port)
 
     monkeypatch.setattr("toolrelay.server.app.create_app", create_app)  # the rest stays real

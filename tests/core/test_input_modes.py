@@ -44,3 +44,18 @@ def test_a_responses_error_event_still_counts_in_a_chat_body() -> None:
     result, _ = read_body(chat + error, "sse")
     assert result.error == "rate limited"
     assert output_text(result.output) == "half"
+
+
+def test_an_sse_error_event_is_an_error_whatever_its_payload_says() -> None:
+    """`event: error` makes the payload an error even when it has no `error` or
+    `type` key; read whole, and in reads that cut it anywhere."""
+    chat = wire.render_sse(wire.chat_chunks(text="half"), done=False)
+    body = chat + b'event: error\ndata: {"message": "overloaded", "code": 529}\n\n'
+    for size in (len(body), 7, 64):
+        reader = BodyReader("sse")
+        for i in range(0, len(body), size):
+            reader.feed(body[i : i + size])
+        reader.finish()
+        result = reader.result()
+        assert result.error == "overloaded"
+        assert output_text(result.output) == "half"

@@ -101,7 +101,7 @@ def serve(
         return
     try:
         uvicorn.run(
-            create_app(settings, registry=registry),
+            create_app(settings, registry=registry, tune_gc=True),
             host=settings.host,
             port=settings.port,
             log_config=None,  # uvicorn's lines go through toolrelay's handler (format, masking)

@@ -18,7 +18,7 @@ passed through as the answer (SPEC R2, R23); cut JSON or binary is an error.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,7 +45,8 @@ from toolrelay.core.think_tags import TagConfig
 from toolrelay.core.usage import normalise_usage
 
 _SNIPPET = 200
-_loads = orjson.loads
+_loads: Callable[[Any], Any] = orjson.loads
+"""Any frame: a `RawFrame` raises `JSONDecodeError`, like a payload that is not JSON."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,7 +117,7 @@ class BodyReader:
         if self.stopped:
             return []
         if self._sse is not None:
-            out = self._frames(self._sse.feed_raw(data))
+            out = self._frames(self._sse.feed_data(data))
             if self._sse.done:
                 self.stopped = True
             return out
@@ -136,7 +137,7 @@ class BodyReader:
         self._at_end = True
         if not self.stopped and not dropped:  # a dropped body's last frame is cut: skip it
             if self._sse is not None:
-                out.extend(self._frames(self._sse.flush_raw()))
+                out.extend(self._frames(self._sse.flush_data()))
             elif self._ndjson is not None:
                 out.extend(self._lines(self._ndjson.flush()))
             else:
@@ -178,27 +179,32 @@ class BodyReader:
             return "tool_calls" if acc.function_calls() else "stop"
         return None
 
-    def _frames(self, frames: list[RawFrame]) -> list[Event]:
+    def _frames(self, frames: Iterable[bytes | RawFrame]) -> list[Event]:
+        """Each frame's payload to its reader; an `event: error` frame comes as a
+        `RawFrame` (`SSEDecoder.feed_data`), any other as its data bytes."""
         out: list[Event] = []
         acc, chat_feed, events = self.acc, self._chat.feed_into, self._events
         parsed = 0  # added to `self.frames` on the way out: one attribute write per read
-        for data, event_type, _id, _retry in frames:
+        for frame in frames:
             try:
-                obj = _loads(data)
-            except orjson.JSONDecodeError:
-                obj = self._parse(data)  # the slow path: invalid UTF-8, or not JSON
+                obj = _loads(frame)
+            except orjson.JSONDecodeError:  # also what a RawFrame raises: off the hot path
+                data = frame[0] if isinstance(frame, tuple) else frame
+                obj = self._parse(data)  # invalid UTF-8, not JSON, or a RawFrame
                 if obj is None:
                     if not data.strip():
                         continue
                     self.frames += parsed
                     return out + self._malformed(data.decode("utf-8", "replace"))
-            if obj.__class__ is not dict:
+                if isinstance(frame, tuple):  # `event: error`: the payload is an error
+                    parsed += 1
+                    out += acc.feed(error_from_payload(obj))
+                    continue
+            if obj.__class__ is not dict:  # a JSON value that is not an object
+                data = frame[0] if isinstance(frame, tuple) else frame
                 self.frames += parsed
                 return out + self._malformed(data.decode("utf-8", "replace"))
             parsed += 1
-            if event_type is not None and event_type == b"error":
-                out += acc.feed(error_from_payload(obj))
-                continue
             kind = obj.get("type")
             if kind.__class__ is str and (kind.startswith("response.") or kind == "error"):
                 if events is not None:  # the hot path of a Responses stream

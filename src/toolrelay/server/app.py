@@ -22,6 +22,7 @@ from toolrelay.adapters.stores import Store, User
 from toolrelay.adapters.stores.sql import SQLStore
 from toolrelay.config.registry import Registry, build_registry, setup_hint
 from toolrelay.config.settings import Settings
+from toolrelay.server import gc_tuning
 from toolrelay.server.api_log import ApiTurnLog
 from toolrelay.server.auth import KeyCache
 from toolrelay.server.durability import Durability
@@ -82,11 +83,17 @@ async def _admin_user(store: Store) -> User:
 
 
 def create_app(
-    settings: Settings, *, registry: Registry | None = None, tracer_provider: Any = None
+    settings: Settings,
+    *,
+    registry: Registry | None = None,
+    tracer_provider: Any = None,
+    tune_gc: bool = False,
 ) -> FastAPI:
     """The app; `registry` is built at start-up unless given (`toolrelay serve` builds it
     first, so a configuration problem is one line before anything listens).
-    `tracer_provider`: where the turns' spans go (else `otel_endpoint`, or none)."""
+    `tracer_provider`: where the turns' spans go (else `otel_endpoint`, or none).
+    `tune_gc`: once started, set the process's garbage collector for serving
+    (`server/gc_tuning.py`; the server's own process only, never a host's)."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -123,6 +130,8 @@ def create_app(
         probe = ToolProbe(live.toolbox, settings.tool_probe_s)
         servers = await probe.run()
         log_startup(settings, live, f"http://{settings.host}:{settings.port}/", servers)
+        if tune_gc:
+            gc_tuning.tune()
         try:
             yield
         finally:

@@ -89,4 +89,4 @@ def app() -> FastAPI:
 
     settings = Settings.model_validate_json(os.environ[SETTINGS_ENV])
     configure_logging(settings.log_level, settings.log_format, secrets=config_secrets(settings))
-    return create_app(settings)
+    return create_app(settings, tune_gc=True)

@@ -8,7 +8,12 @@ touches the chat in the same one, so a failure leaves the previous state intact.
 Under load SQLite allows one writer at a time and answers "database is locked"
 to a writer that waits past the busy timeout. So on SQLite every write goes
 through one asyncio lock (one writer per process; readers run beside it in
-WAL mode), and the busy timeout covers other processes (the CLI). PostgreSQL
+WAL mode), and between processes (`serve --workers N`, the CLI) SQLite's lock
+does, waited for up to the busy timeout. Each write transaction begins with
+`BEGIN IMMEDIATE`, taking that lock before it reads anything: a transaction
+that read first holds a snapshot, and if another process wrote meanwhile
+SQLite fails its write at once ("database is locked", no wait) instead of
+waiting (tests/reliability/test_sqlite_processes.py). PostgreSQL
 has no such limit; its pool is sized by the caller (`pool_size`,
 `max_overflow`, `pool_timeout`), from settings in the server.
 """
@@ -25,7 +30,19 @@ from typing import Any
 import orjson
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Text, and_, cast, delete, event, func, insert, or_, select, update
+from sqlalchemy import (
+    Text,
+    and_,
+    cast,
+    delete,
+    event,
+    func,
+    insert,
+    or_,
+    select,
+    text,
+    update,
+)
 from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.ext.asyncio import (
     AsyncEngine,
@@ -61,6 +78,7 @@ __all__ = ["MIGRATIONS_DIR", "SQLStore", "upgrade"]
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+_BEGIN_IMMEDIATE = text("BEGIN IMMEDIATE")
 
 
 def _alembic_config(connection: Connection) -> Config:
@@ -249,7 +267,7 @@ class SQLStore:
         self._engine = engine
         self._sessions = async_sessionmaker(engine, expire_on_commit=False)
         self._now = clock
-        one_writer = engine.dialect.name == "sqlite"
+        one_writer = self._immediate = engine.dialect.name == "sqlite"
         self._writer: contextlib.AbstractAsyncContextManager[Any] = (
             asyncio.Lock() if one_writer else contextlib.nullcontext()
         )
@@ -291,8 +309,11 @@ class SQLStore:
 
     @contextlib.asynccontextmanager
     async def _write(self) -> AsyncIterator[AsyncSession]:
-        """A write transaction; on SQLite, one at a time (see the module docstring)."""
+        """A write transaction; on SQLite, one at a time, holding the database's write lock
+        from its first statement (see the module docstring)."""
         async with self._writer, self._sessions.begin() as session:
+            if self._immediate:
+                await session.execute(_BEGIN_IMMEDIATE)
             yield session
 
     # users and API keys
