@@ -15,6 +15,7 @@ SUITES = (
     "tool_sources",
     "local_model",
     "code_interpreter",
+    "bus_publish",
 )
 
 

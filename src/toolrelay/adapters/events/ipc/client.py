@@ -2,7 +2,7 @@
 
 Every call and stream of one `IpcBus` shares one Unix socket, told apart by
 request ids; a call costs one frame each way and one future, with no task of
-its own. The socket opens on first use: a host that is not up yet is retried
+its own, and the frames of one loop turn (many chats publishing) go out in one write. The socket opens on first use: a host that is not up yet is retried
 for `connect_timeout` seconds (the parent starts it before its workers, but
 need not have finished), then `BusUnavailable` says where it looked.
 
@@ -22,7 +22,13 @@ from typing import Any, Final
 
 from toolrelay.adapters.events import Envelope
 from toolrelay.adapters.events.codec import body_envelope, event_body
-from toolrelay.adapters.events.ipc.frames import BusUnavailable, FrameError, FrameReader, frame
+from toolrelay.adapters.events.ipc.frames import (
+    BusUnavailable,
+    FrameError,
+    FrameReader,
+    FrameWriter,
+    frame,
+)
 from toolrelay.core.events import Event
 
 __all__ = ["IpcBus"]
@@ -233,6 +239,7 @@ class _Link(asyncio.Protocol):
         self._loop = loop
         self._reader = FrameReader()
         self._transport: asyncio.Transport | None = None
+        self._writer: FrameWriter | None = None
         self._calls: dict[int, asyncio.Future[Any]] = {}
         self._streams: dict[int, _Stream] = {}
         self._next_id = 1
@@ -247,7 +254,7 @@ class _Link(asyncio.Protocol):
         payload = frame([rid, op, *args])  # before registering: bad data raises here
         self._next_id = rid + 1
         future = self._calls[rid] = self._loop.create_future()
-        self._transport.write(payload)  # type: ignore[union-attr]  # set when connected
+        self._writer.push(payload)  # type: ignore[union-attr]  # set when connected
         return future
 
     def open(self, op: str, *args: Any) -> tuple[int, _Stream]:
@@ -266,8 +273,8 @@ class _Link(asyncio.Protocol):
             self.send([rid, "unsub"])
 
     def send(self, message: list[Any]) -> None:
-        if self._error is None and self._transport is not None:
-            self._transport.write(frame(message))
+        if self._error is None and self._writer is not None:
+            self._writer.push(frame(message))
 
     async def shut(self) -> None:
         for stream in self._streams.values():
@@ -283,6 +290,7 @@ class _Link(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self._transport = transport
+        self._writer = FrameWriter(transport, self._loop)
 
     def data_received(self, data: bytes) -> None:
         calls, streams = self._calls, self._streams

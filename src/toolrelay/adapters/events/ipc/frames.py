@@ -9,13 +9,14 @@ one socket.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, Final
 
 import orjson
 
 from toolrelay.errors import ToolrelayError
 
-__all__ = ["MAX_FRAME", "BusUnavailable", "FrameError", "FrameReader", "frame"]
+__all__ = ["MAX_FRAME", "BusUnavailable", "FrameError", "FrameReader", "FrameWriter", "frame"]
 
 HEADER: Final = 4
 MAX_FRAME: Final = 256 << 20
@@ -85,3 +86,30 @@ class FrameReader:
             self._have = len(rest)
             self._need = need
         return messages
+
+
+class FrameWriter:
+    """Gathers the frames pushed during one turn of the event loop into one socket write.
+
+    Many chats publish through one connection; under load that is one system call
+    for a burst of frames instead of one per frame. Nothing waits longer: the
+    flush runs right after the callbacks that pushed.
+    """
+
+    __slots__ = ("_loop", "_pending", "_transport")
+
+    def __init__(self, transport: asyncio.WriteTransport, loop: asyncio.AbstractEventLoop) -> None:
+        self._transport = transport
+        self._loop = loop
+        self._pending: list[bytes] = []
+
+    def push(self, payload: bytes) -> None:
+        """Queue a frame (from `frame`) for this turn's write."""
+        if not self._pending:
+            self._loop.call_soon(self._flush)
+        self._pending.append(payload)
+
+    def _flush(self) -> None:
+        pending, self._pending = self._pending, []
+        if not self._transport.is_closing():
+            self._transport.write(pending[0] if len(pending) == 1 else b"".join(pending))

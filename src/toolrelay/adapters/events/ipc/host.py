@@ -6,8 +6,9 @@ invariant of `toolrelay.adapters.events` holds across the workers exactly as it
 does inside one process: all of them talk to the same `MemoryBus`, and its
 calls never await between a check and its update.
 
-Each client connection gets one task that runs its requests in arrival order,
-and one task per open stream (subscription or control listener). A client that
+A client's requests are answered in the callback that read them, in order (the
+bus's calls never await), and each open stream (subscription or control
+listener) has a task; the frames of one loop turn go out in one write. A client that
 sends a malformed frame or request is dropped; the host and its other clients
 go on. Subscriptions are credit-based (the client grants `window` events and
 more as it consumes), so a slow reader holds at most that many events in flight.
@@ -22,15 +23,14 @@ import os
 import socket
 import stat
 import threading
-from collections import deque
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from contextlib import aclosing
 from types import TracebackType
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from toolrelay.adapters.events import clock_seq_base
 from toolrelay.adapters.events.codec import event_body
-from toolrelay.adapters.events.ipc.frames import FrameError, FrameReader, frame
+from toolrelay.adapters.events.ipc.frames import FrameError, FrameReader, FrameWriter, frame
 from toolrelay.adapters.events.memory import MemoryBus
 from toolrelay.core.events import Event
 
@@ -39,6 +39,8 @@ __all__ = ["BusHost"]
 log = logging.getLogger("toolrelay.bus")
 
 _MAX_WINDOW: Final = 1 << 16
+
+T = TypeVar("T")
 
 
 class _Malformed(Exception):
@@ -177,41 +179,38 @@ class _Peer(asyncio.Protocol):
         self._host = host
         self._bus = host.bus
         self._reader = FrameReader()
-        self._inbox: deque[Any] = deque()
-        self._waiter: asyncio.Future[None] | None = None
+        self._writer: FrameWriter | None = None
         self._streams: dict[int, _Stream] = {}
         self._transport: asyncio.Transport | None = None
-        self._worker: asyncio.Task[None] | None = None
 
     # -- transport callbacks -------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self._transport = transport
+        self._writer = FrameWriter(transport, asyncio.get_running_loop())
         self._host._peers.add(self)
-        self._worker = asyncio.get_running_loop().create_task(self._work())
 
     def data_received(self, data: bytes) -> None:
+        """Requests are answered here, in order: the bus's calls never suspend (`_done`)."""
         try:
-            messages = self._reader.feed(data)
+            for message in self._reader.feed(data):
+                self._handle(message)
         except FrameError as exc:
             self._drop(str(exc))
-            return
-        if messages:
-            self._inbox.extend(messages)
-            waiter = self._waiter
-            if waiter is not None and not waiter.done():
-                waiter.set_result(None)
+        except _Malformed as exc:
+            self._drop(f"a malformed request: {exc}")
+        except Exception:  # a bug here must not leave the client waiting forever
+            log.exception("bus host: a request failed; dropping its client")
+            self.abort()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.abort()
         self._host._peers.discard(self)
 
     def abort(self) -> list[asyncio.Task[None]]:
-        """Stop this client's tasks and close its socket; returns the tasks to wait for."""
+        """Stop this client's streams and close its socket; returns the tasks to wait for."""
         tasks = [s.task for s in self._streams.values() if s.task is not None]
-        if self._worker is not None:
-            tasks.append(self._worker)
         for task in tasks:
             task.cancel()
         if self._transport is not None:
@@ -223,32 +222,12 @@ class _Peer(asyncio.Protocol):
         self.abort()
 
     def _send(self, message: list[Any]) -> None:
-        transport = self._transport
-        if transport is not None and not transport.is_closing():
-            transport.write(frame(message))
+        if self._writer is not None:
+            self._writer.push(frame(message))
 
     # -- requests --------------------------------------------------------------
 
-    async def _work(self) -> None:
-        loop = asyncio.get_running_loop()
-        inbox = self._inbox
-        while True:
-            while inbox:
-                message = inbox.popleft()
-                try:
-                    await self._handle(message)
-                except _Malformed as exc:
-                    self._drop(f"a malformed request: {exc}")
-                    return
-                except Exception:  # a bug here must not leave the client waiting forever
-                    log.exception("bus host: a request failed; dropping its client")
-                    self.abort()
-                    return
-            self._waiter = loop.create_future()
-            await self._waiter
-            self._waiter = None
-
-    async def _handle(self, message: Any) -> None:
+    def _handle(self, message: Any) -> None:
         if type(message) is not list or len(message) < 2:
             raise _Malformed("not an [id, op, ...] array")
         rid, op = message[0], message[1]
@@ -256,35 +235,34 @@ class _Peer(asyncio.Protocol):
         if type(rid) is not int or handler is None:
             raise _Malformed(f"id {rid!r}, op {op!r}")
         try:
-            await handler(self, rid, message)
+            handler(self, rid, message)
         except (IndexError, TypeError, KeyError) as exc:
             raise _Malformed(f"{op}: {type(exc).__name__}: {exc}") from None
 
-    async def _publish(self, rid: int, m: list[Any]) -> None:
+    def _publish(self, rid: int, m: list[Any]) -> None:
         body = m[3]
         kind, data = body["type"], body["data"]
         if type(kind) is not str or type(data) is not dict:
             raise _Malformed("pub: an event needs a string type and an object data")
-        event = Event(kind, data)
-        self._send([rid, await self._bus.publish(_channel(m), event)])
+        self._send([rid, _done(self._bus.publish(_channel(m), Event(kind, data)))])
 
-    async def _acquire(self, rid: int, m: list[Any]) -> None:
-        self._send([rid, await self._bus.acquire(_channel(m), ttl=_number(m[3]))])
+    def _acquire(self, rid: int, m: list[Any]) -> None:
+        self._send([rid, _done(self._bus.acquire(_channel(m), ttl=_number(m[3])))])
 
-    async def _renew(self, rid: int, m: list[Any]) -> None:
-        self._send([rid, await self._bus.renew(_channel(m), ttl=_number(m[3]))])
+    def _renew(self, rid: int, m: list[Any]) -> None:
+        self._send([rid, _done(self._bus.renew(_channel(m), ttl=_number(m[3])))])
 
-    async def _send_control(self, rid: int, m: list[Any]) -> None:
+    def _send_control(self, rid: int, m: list[Any]) -> None:
         if type(m[3]) is not dict:
             raise _Malformed("ctl: a control message must be an object")
-        self._send([rid, await self._bus.send_control(_channel(m), m[3])])
+        self._send([rid, _done(self._bus.send_control(_channel(m), m[3]))])
 
-    async def _ping(self, rid: int, m: list[Any]) -> None:
+    def _ping(self, rid: int, m: list[Any]) -> None:
         self._send([rid, None])
 
     # -- streams ---------------------------------------------------------------
 
-    async def _subscribe(self, rid: int, m: list[Any]) -> None:
+    def _subscribe(self, rid: int, m: list[Any]) -> None:
         channel, after, until_end, window = _channel(m), m[3], m[4], m[5]
         if type(after) is not int or type(until_end) is not bool or type(window) is not int:
             raise _Malformed("sub: after, until_end and window must be int, bool, int")
@@ -293,7 +271,7 @@ class _Peer(asyncio.Protocol):
             self._follow(rid, stream, channel, after, until_end)
         )
 
-    async def _listen(self, rid: int, m: list[Any]) -> None:
+    def _listen(self, rid: int, m: list[Any]) -> None:
         stream = self._open(rid, 0)
         stream.task = asyncio.get_running_loop().create_task(self._relay(rid, stream, _channel(m)))
 
@@ -303,13 +281,13 @@ class _Peer(asyncio.Protocol):
         stream = self._streams[rid] = _Stream(credit)
         return stream
 
-    async def _unsubscribe(self, rid: int, m: list[Any]) -> None:
+    def _unsubscribe(self, rid: int, m: list[Any]) -> None:
         """Late unsubscribes (the stream already ended) are normal: ignored."""
         stream = self._streams.pop(rid, None)
         if stream is not None and stream.task is not None:
             stream.task.cancel()
 
-    async def _more(self, rid: int, m: list[Any]) -> None:
+    def _more(self, rid: int, m: list[Any]) -> None:
         if type(m[2]) is not int or m[2] < 1:
             raise _Malformed("more: credit must be a positive int")
         stream = self._streams.get(rid)
@@ -354,14 +332,30 @@ class _Peer(asyncio.Protocol):
 
 
 def _on_channel(
-    method: Callable[[MemoryBus, str], Awaitable[Any]],
-) -> Callable[[_Peer, int, list[Any]], Awaitable[None]]:
+    method: Callable[[MemoryBus, str], Coroutine[Any, Any, Any]],
+) -> Callable[[_Peer, int, list[Any]], None]:
     """A handler for a request whose only argument is the channel."""
 
-    async def handle(peer: _Peer, rid: int, m: list[Any]) -> None:
-        peer._send([rid, await method(peer._bus, _channel(m))])
+    def handle(peer: _Peer, rid: int, m: list[Any]) -> None:
+        peer._send([rid, _done(method(peer._bus, _channel(m)))])
 
     return handle
+
+
+def _done(call: Coroutine[Any, Any, T]) -> T:
+    """The result of a `MemoryBus` call run to its end right here.
+
+    Its calls (all but the two streams) never await: that is how it makes a
+    check and its update one step (invariants 1 and 5). So the host answers
+    in the callback that read the request, with no task per request.
+    """
+    try:
+        call.send(None)
+    except StopIteration as finished:
+        result: T = finished.value
+        return result
+    call.close()
+    raise RuntimeError("a MemoryBus call suspended; the bus host needs them not to")
 
 
 def _channel(m: list[Any]) -> str:
@@ -377,7 +371,7 @@ def _number(value: Any) -> float:
     return float(value)
 
 
-_OPS: Final[dict[str, Callable[[_Peer, int, list[Any]], Awaitable[None]]]] = {
+_OPS: Final[dict[str, Callable[[_Peer, int, list[Any]], None]]] = {
     "pub": _Peer._publish,
     "begin": _on_channel(MemoryBus.begin),
     "end": _on_channel(MemoryBus.end),
