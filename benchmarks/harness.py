@@ -64,7 +64,7 @@ class ServerProcess:
     ) -> None:
         self.args = list(args) if "--workers" in args else [*args, "--workers", "1"]
         """More `serve` flags. One worker unless asked: `kill()` and `pid` mean the server
-        process itself (with Redis the default would be one per core)."""
+        process itself (the default is one per core)."""
         self.config = config
         self.log = log
         self.env = {k: v for k, v in (env or os.environ).items() if not k.startswith("TOOLRELAY")}

@@ -18,10 +18,13 @@ answers counts too) and content chunks per chat, then toolrelay's figures
 over the proxy's (ratios below 1.00 are better than the floor). `cut` counts
 chats whose text did not arrive whole: it should stay 0.
 
+`BENCH_WORKERS_ONLY=1` runs only the `--workers 2` rows.
 `BENCH_BEFORE_SRC=/path/to/other/src` adds a `before` contender: another
 checkout's toolrelay, measured in the same rounds (a before/after comparison).
 A last row runs `toolrelay serve --workers 2` unpinned (client and upstream
-share the two cores with it then).
+share the two cores with it then), with Redis as the bus. Each worker has its
+own SO_REUSEPORT listener; `split` is the CPU share of the busiest worker over
+the wave (0.50 is an even split).
 """
 
 from __future__ import annotations
@@ -118,6 +121,8 @@ class Figures:
     cpu_ms: float
     chunks: float
     cut: int
+    split: float | None = None
+    """With several workers: the busiest one's share of their CPU over the wave."""
 
 
 def settled(pids: list[int], limit: float = 120) -> float:
@@ -139,8 +144,12 @@ def settled(pids: list[int], limit: float = 120) -> float:
 def measure(contender: Contender, n: int) -> tuple[Figures, list[Sample]]:
     pids = contender.pids()
     cpu0 = settled(pids)
+    workers = pids[1:]  # the parent's children, when it has workers
+    each0 = [cpu_seconds([pid]) for pid in workers]
     samples = asyncio.run(wave(contender.port, PATH, n, BODY, contender.headers))
     cpu = (settled(pids) - cpu0) * 1000 / n
+    spent = [cpu_seconds([pid]) - before for pid, before in zip(workers, each0, strict=True)]
+    split = max(spent) / sum(spent) if len(spent) >= 2 and sum(spent) > 0 else None
     ttfts = [s.ttft for s in samples if s.ttft]
     figures = Figures(
         p50=percentile(ttfts, 50) if ttfts else float("nan"),
@@ -149,6 +158,7 @@ def measure(contender: Contender, n: int) -> tuple[Figures, list[Sample]]:
         cpu_ms=cpu,
         chunks=statistics.mean(s.chunks for s in samples),
         cut=sum(1 for s in samples if s.status != 200 or s.text != EXPECTED),
+        split=split,
     )
     return figures, samples
 
@@ -157,8 +167,15 @@ def median_figures(runs: list[Figures]) -> Figures:
     def med(attr: str) -> float:
         return statistics.median(getattr(r, attr) for r in runs)
 
+    splits = [r.split for r in runs if r.split is not None]
     return Figures(
-        med("p50"), med("p99"), med("ttfb"), med("cpu_ms"), med("chunks"), max(r.cut for r in runs)
+        med("p50"),
+        med("p99"),
+        med("ttfb"),
+        med("cpu_ms"),
+        med("chunks"),
+        max(r.cut for r in runs),
+        statistics.median(splits) if splits else None,
     )
 
 
@@ -195,8 +212,9 @@ def toolrelay_env(
 
 
 @contextlib.contextmanager
-def servers(workers: int | None = None) -> Iterator[list[Contender]]:
-    """Upstream, proxy and toolrelay processes (and `before`, when asked), as contenders."""
+def servers(workers: int | None = None, bus: str | None = None) -> Iterator[list[Contender]]:
+    """Upstream, proxy and toolrelay processes (and `before`, when asked), as contenders;
+    `workers`: toolrelay's `--workers` (None: one, pinned), on `bus` (`events_url`)."""
     pin = pinned()
     server_cpus = SERVER_CPUS if pin and workers is None else None
     env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLRELAY_")}
@@ -224,15 +242,15 @@ def servers(workers: int | None = None) -> Iterator[list[Contender]]:
         )
         auth = {"authorization": f"Bearer {KEY}"}
         serve = [sys.executable, "-m", "toolrelay.cli.main", "serve"]
-        if workers is not None:
-            serve += ["--workers", str(workers)]
         for name, src in checkouts.items():
             port = free_port()
             folder = tempfile.mkdtemp(dir=data)
             server_env = toolrelay_env(env, src, folder, port, upstream_url)
-            if workers is not None:  # several workers share a bus (server/workers.py)
-                server_env["TOOLRELAY_EVENTS_URL"] = REDIS_URL
-            pid = stack.enter_context(spawned(serve, server_env, server_cpus))
+            if bus is not None:  # several workers share a bus (server/workers.py)
+                server_env["TOOLRELAY_EVENTS_URL"] = bus
+            # the pinned rows want one worker (the default is one per core with Redis)
+            count = ["--workers", str(workers or 1)] if name == "toolrelay" else []
+            pid = stack.enter_context(spawned(serve + count, server_env, server_cpus))
             found.append(Contender(name, port, auth, pid))
         for contender in found[1:]:
             wait_http(f"http://127.0.0.1:{contender.port}/healthz")  # any answer: it listens
@@ -250,20 +268,22 @@ def run(*, quick: bool = False) -> None:
         f"{where}; median of {rounds} round(s)"
     )
     print(
-        f"{'N':>7}  {'':<10}{'added TTFT':>14}{'TTFB':>7}{'CPU ms':>8}{'chunks':>8}{'cut':>5}"
+        f"{'N':>12}  {'':<10}{'added TTFT':>14}{'TTFB':>7}{'CPU ms':>8}{'chunks':>8}{'cut':>5}"
         f"  {'over the proxy:':<16}{'TTFT p50':>9}{'p99':>6}{'CPU':>6}"
     )
-    print(f"{'':>7}  {'':<10}{'p50/p99 ms':>14}{'p50 ms':>7}{'/chat':>8}{'/chat':>8}")
+    print(f"{'':>12}  {'':<10}{'p50/p99 ms':>14}{'p50 ms':>7}{'/chat':>8}{'/chat':>8}")
+    workers_only = os.environ.get("BENCH_WORKERS_ONLY") == "1"
     try:
-        if pinned():
+        if pinned() and not workers_only:
             os.sched_setaffinity(0, CLIENT_CPUS)
-        with servers() as contenders:
-            for n in sizes:
-                _rows(str(n), n, rounds, contenders)
-        if not quick and len(own) >= 2 and workers_supported():
+        if not workers_only:
+            with servers() as contenders:
+                for n in sizes:
+                    _rows(str(n), n, rounds, contenders)
+        if (workers_only or not quick) and len(own) >= 2 and workers_supported():
             os.sched_setaffinity(0, own)
-            with servers(workers=2) as contenders:
-                _rows("200 w=2", 200, rounds, contenders)
+            with servers(workers=2, bus=REDIS_URL) as contenders:
+                _rows("200 w=2 redis", 200, rounds, contenders)
     finally:
         os.sched_setaffinity(0, own)
 
@@ -282,7 +302,7 @@ def _rows(label: str, n: int, rounds: int, contenders: list[Contender]) -> None:
     figures = {name: median_figures(r) for name, r in runs.items()}
     base, floor = figures["upstream"], figures["proxy"]
     print(
-        f"{label:>7}  {'upstream':<10}{f'({base.p50 * 1000:.0f} / {base.p99 * 1000:.0f})':>14}"
+        f"{label:>12}  {'upstream':<10}{f'({base.p50 * 1000:.0f} / {base.p99 * 1000:.0f})':>14}"
         f"{base.ttfb * 1000:>7.0f}{'':>8}{base.chunks:>8.1f}{base.cut:>5}   (its own TTFT)"
     )
 
@@ -298,12 +318,14 @@ def _rows(label: str, n: int, rounds: int, contenders: list[Contender]) -> None:
             continue
         a = added(f)
         line = (
-            f"{'':>7}  {name:<10}{f'{a[0]:.0f} / {a[1]:.0f}':>14}{f.ttfb * 1000:>7.0f}"
+            f"{'':>12}  {name:<10}{f'{a[0]:.0f} / {a[1]:.0f}':>14}{f.ttfb * 1000:>7.0f}"
             f"{f.cpu_ms:>8.1f}{f.chunks:>8.1f}{f.cut:>5}"
         )
         if name != "proxy":
             line += f"  {'':<16}{ratio(a[0], fa[0]):>9}{ratio(a[1], fa[1]):>6}"
             line += f"{ratio(f.cpu_ms, floor.cpu_ms):>6}"
+        if f.split is not None:
+            line += f"  split {f.split:.2f}"
         print(line)
 
 

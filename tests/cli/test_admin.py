@@ -156,9 +156,10 @@ def test_serve_runs_uvicorn_with_the_settings_and_flags(
     logs: list[tuple[Any, ...]] = []
     monkeypatch.setattr("toolrelay.server.logs.configure_logging", lambda *a, **kw: logs.append(a))
 
-    assert invoke("serve", "--config", str(config)).exit_code == 0
+    one = ["--workers", "1"]  # one process: uvicorn.run with the app (several: workers' tests)
+    assert invoke("serve", "--config", str(config), *one).exit_code == 0
     flags = ["--port", "8001", "--host", "::1", "--log-level", "debug", "--log-format", "json"]
-    assert invoke("serve", "--config", str(config), *flags).exit_code == 0
+    assert invoke("serve", "--config", str(config), *one, *flags).exit_code == 0
     quiet = {"log_config": None, "log_level": "info"}
     assert calls == [
         (("app", 9123), {"host": "0.0.0.0", "port": 9123, **quiet}),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -33,17 +34,26 @@ def _config(tmp_path: Path, *, events_url: str | None, code: str | None = None) 
 
 @pytest.fixture
 def runs(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, dict[str, Any]]]:
-    """What `uvicorn.run` was called with (nothing is served)."""
+    """What `uvicorn.run` (one worker, or the fallback) and our supervisor were called with
+    (nothing is served)."""
     calls: list[tuple[Any, dict[str, Any]]] = []
     monkeypatch.setattr("uvicorn.run", lambda app, **kw: calls.append((app, kw)))
+
+    def supervise(settings: Settings, count: int, bus_url: str | None, on_exit: Any) -> int:
+        calls.append(("supervisor", {"settings": settings, "workers": count, "bus": bus_url}))
+        return 0
+
+    monkeypatch.setattr("toolrelay.cli.serve._supervise", supervise)
     # the CLI runner's streams close after each call: no logging handlers bound to them
     monkeypatch.setattr("toolrelay.server.logs.configure_logging", lambda *a, **kw: None)
     monkeypatch.delenv(workers.SETTINGS_ENV, raising=False)
+    monkeypatch.delenv(workers.EVENTS_ENV, raising=False)
     return calls
 
 
 def test_more_than_one_worker_needs_a_shared_bus(tmp_path: Path, runs: list[Any]) -> None:
-    result = invoke("serve", "--config", str(_config(tmp_path, events_url=None)), "--workers", "2")
+    config = _config(tmp_path, events_url=None)
+    result = invoke("serve", "--config", str(config), "--workers", "2")
     assert result.exit_code == 2
     assert "--workers 2 needs a shared event bus: set events_url" in result.stderr
     assert "one turn per chat, resume and cancel" in result.stderr
@@ -52,9 +62,39 @@ def test_more_than_one_worker_needs_a_shared_bus(tmp_path: Path, runs: list[Any]
     assert zero.exit_code == 2 and "at least 1" in zero.stderr
 
 
-def test_workers_are_spawned_with_the_checked_settings_after_one_migration(
+def test_workers_get_the_checked_settings_the_reserved_port_and_one_migration(
     tmp_path: Path, runs: list[tuple[Any, dict[str, Any]]]
 ) -> None:
+    config = _config(tmp_path, events_url=REDIS)
+    result = invoke("serve", "--config", str(config), "--workers", "3", "--port", "0")
+    assert result.exit_code == 0, result.output
+    ((target, options),) = runs
+    assert target == "supervisor" and options["workers"] == 3 and options["bus"] is None
+    given = options["settings"]
+    assert given.port != 0  # port 0 became one real port, the same for every worker
+    assert given.events_url == REDIS
+    # the parent migrated the database and made the admin key before any worker started
+    assert owner(given.database_url, "tr-w-0123456789abcdef") is not None
+
+
+def test_a_port_someone_listens_on_is_one_line_and_exit_code_2(
+    tmp_path: Path, runs: list[tuple[Any, dict[str, Any]]]
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        config = _config(tmp_path, events_url=REDIS)
+        result = invoke("serve", "--config", str(config), "--workers", "2", "--port", port)
+    assert result.exit_code == 2
+    assert f"cannot listen on 127.0.0.1:{port}" in result.stderr
+    assert runs == []
+
+
+def test_without_balancing_reuseport_uvicorn_workers_share_one_socket(
+    tmp_path: Path, runs: list[tuple[Any, dict[str, Any]]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("toolrelay.server.supervisor.REUSEPORT", None)
     config = _config(tmp_path, events_url=REDIS)
     result = invoke("serve", "--config", str(config), "--workers", "3", "--port", "8123")
     assert result.exit_code == 0, result.output
@@ -65,8 +105,6 @@ def test_workers_are_spawned_with_the_checked_settings_after_one_migration(
     assert options["timeout_worker_healthcheck"] >= 60
     given = Settings.model_validate_json(os.environ[workers.SETTINGS_ENV])
     assert given.port == 8123 and given.events_url == REDIS  # the flags applied, as checked
-    # the parent migrated the database and made the admin key before any worker started
-    assert owner(given.database_url, "tr-w-0123456789abcdef") is not None
     built = workers.app()  # what each spawned worker runs
     assert isinstance(built, FastAPI)
 
@@ -76,10 +114,9 @@ def test_the_default_is_every_core_with_a_shared_bus_else_one(
 ) -> None:
     monkeypatch.setattr("os.cpu_count", lambda: 4)
     assert invoke("serve", "--config", str(_config(tmp_path, events_url=REDIS))).exit_code == 0
-    assert runs[-1][1]["workers"] == 4
+    assert runs[-1][1]["workers"] == 4 and runs[-1][1]["bus"] is None
     assert invoke("serve", "--config", str(_config(tmp_path, events_url=None))).exit_code == 0
-    assert "workers" not in runs[-1][1]  # one process: the app itself, as before
-    assert not isinstance(runs[-1][0], str)
+    assert not isinstance(runs[-1][0], str)  # one process: the app itself
 
 
 def test_a_code_interpreter_keeps_one_worker(
@@ -89,7 +126,7 @@ def test_a_code_interpreter_keeps_one_worker(
     monkeypatch.setattr("os.cpu_count", lambda: 4)
     config = _config(tmp_path, events_url=REDIS, code="jupyter")
     assert invoke("serve", "--config", str(config)).exit_code == 0
-    assert "workers" not in runs[-1][1]  # the default falls back to one process
+    assert not isinstance(runs[-1][0], str)  # the default falls back to one process
     refused = invoke("serve", "--config", str(config), "--workers", "2")
     assert refused.exit_code == 2
     assert "code kernel lives in one process" in refused.stderr

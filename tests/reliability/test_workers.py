@@ -1,68 +1,192 @@
-"""`toolrelay serve --workers 2` for real: two spawned processes on one port, one chat lock.
+"""`toolrelay serve --workers 2` for real: two processes, each its own listener on one port.
 
 The in-process two-worker test (tests/server/test_backends.py) picks which
-worker gets each request; here uvicorn spawns the workers from the settings
-the parent checked, and the kernel spreads fresh connections over them.
+worker gets each request; here the parent spawns the workers and the kernel
+spreads fresh connections over their SO_REUSEPORT listeners. The chat API's
+guarantees must hold across them on SQLite and on PostgreSQL, with Redis. Which worker
+served a request is read from the log (`worker=<pid>` on its access line).
 """
 
 from __future__ import annotations
 
-import time
+import asyncio
+import os
+import signal
 from pathlib import Path
 
 import httpx
-from benchmarks.harness import ADMIN_KEY, ServerProcess, write_config
+import orjson
+import pytest
+from benchmarks.harness import ADMIN_KEY
 
 from tests.patience import HANG
 from tests.reliability.conftest import REDIS_URL
-from tests.server.test_chats_api import new_chat, read_events
+from tests.reliability.test_crash import last_assistant, post_until_accepted, wait_for
+from tests.reliability.two_workers import two_workers
+from tests.server.test_chats_api import new_chat, read_events, wait_saved
+from toolrelay.server.durability import SERVER_STOPPED
 from toolrelay.testing.fake_server import FakeModelServer, SSEReply
 from toolrelay.testing.wire import chat_chunks
 
 CHAT = "/v1/chat/completions"
-READY = b"Application startup complete."
+PARTIAL = ["partial ", "words ", "end"]
+WORDS = ["Hello ", "there, ", "all ", "in ", "one ", "piece."]
+BACKENDS = [
+    pytest.param(("sqlite", REDIS_URL), id="sqlite-redis", marks=pytest.mark.redis),
+    pytest.param(
+        ("postgres", REDIS_URL),
+        id="postgres-redis",
+        marks=[pytest.mark.postgres, pytest.mark.redis],
+    ),
+]
 
 
-def _wait_for_workers(server: ServerProcess, count: int) -> None:
-    deadline = time.monotonic() + 3 * HANG  # spawning imports everything twice, under load
-    while server.log.read_bytes().count(READY) < count:
-        assert time.monotonic() < deadline, server.log.read_text()[-3000:]
-        time.sleep(0.1)
+def stalled() -> SSEReply:
+    """Part of an answer, then silence until the turn is cancelled or its worker dies."""
+    return SSEReply(chat_chunks(text=PARTIAL), stall_after=len(PARTIAL) + 1)
 
 
-def test_two_spawned_workers_answer_and_share_one_turn_per_chat(
-    tmp_path: Path, upstream: FakeModelServer
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_one_turn_resume_and_cancel_hold_across_two_workers(
+    backend: tuple[str, str | None], tmp_path: Path, upstream: FakeModelServer
 ) -> None:
-    config = write_config(
-        tmp_path / "toolrelay.toml",
-        upstream.base_url,
-        admin_key=ADMIN_KEY,
-        data_dir=str(tmp_path / "data"),
-        events_url=REDIS_URL,
-        local=False,
-    )
-    with ServerProcess(config, tmp_path / "server.log", args=["--workers", "2"]) as server:
-        _wait_for_workers(server, 2)
-        headers = {"Authorization": f"Bearer {ADMIN_KEY}"}
-        upstream.route(CHAT, SSEReply(chat_chunks(text=["Hello ", "there."])))
-        body = {"model": "fake", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
-        streamed = httpx.post(server.base_url + CHAT, json=body, headers=headers, timeout=30)
-        assert streamed.status_code == 200 and "data: [DONE]" in streamed.text
-        assert '"content":"Hello "' in streamed.text
-        stalled = SSEReply(chat_chunks(text=["partial ", "words ", "end"]), stall_after=3)
-        upstream.route(CHAT, stalled)
-        with server.client() as client:
+    upstream.route(CHAT, stalled())
+    with two_workers(tmp_path, upstream, *backend) as workers:
+        both = workers.ready()
+        with workers.server.client() as client:
             chat_id = new_chat(client, model="fake")
-            posted = client.post(f"/api/chats/{chat_id}/messages", json={"content": "go"})
-            assert posted.status_code == 202
+        # one turn per chat: posts at once on fresh connections, until both workers answered
+        posts: list[tuple[int, int]] = []
+        for _ in range(10):
+            posts += workers.concurrent_posts(chat_id, 6)
+            if {pid for _, pid in posts} == both:
+                break
+        assert {pid for _, pid in posts} == both, posts
+        statuses = sorted(status for status, _ in posts)
+        assert statuses == [202] + [409] * (len(posts) - 1), posts
+        runner = next(pid for status, pid in posts if status == 202)
+        # resume on the other worker: exactly the events after Last-Event-ID
+        with workers.server.client() as client:
             seen = read_events(client, chat_id, last=0, limit=3)
-            assert any(e["type"] == "response.output_text.delta" for _, e in seen)
-        for _ in range(6):  # fresh connections: the kernel hands them to either worker
-            with server.client() as other:
-                busy = other.post(f"/api/chats/{chat_id}/messages", json={"content": "again"})
-                assert busy.status_code == 409, busy.text
-        with server.client() as other:
-            assert other.post(f"/api/chats/{chat_id}/cancel").json() == {"cancelled": True}
-            rest = read_events(other, chat_id, last=seen[-1][0])
+        pid, resumed = workers.stream_events(chat_id, last=seen[0][0], limit=2, avoid=runner)
+        assert pid != runner
+        assert resumed == seen[1:3]
+        # cancel from the other worker: it reaches the turn, which ends cancelled
+        with workers.client_on(lambda p: p != runner) as (client, pid):
+            cancelled = client.post(f"/api/chats/{chat_id}/cancel")
+            assert workers.worker_of(cancelled) == pid != runner
+            assert cancelled.json() == {"cancelled": True}
+            rest = read_events(client, chat_id, last=seen[-1][0])
             assert rest[-1][1]["type"] == "chat:completion"
             assert "chat:tasks:cancel" in [e["type"] for _, e in rest]
+            assert wait_saved(client, chat_id, "cancelled")["content"] == "".join(PARTIAL)
+
+
+def _answer(body: bytes) -> str:
+    text = ""
+    for line in body.split(b"\n"):
+        if line.startswith(b"data: {"):
+            for choice in orjson.loads(line[6:]).get("choices", []):
+                text += (choice.get("delta") or {}).get("content") or ""
+    return text
+
+
+async def _streamed_chats(base_url: str, count: int) -> list[httpx.Response]:
+    """`count` streamed /v1 chats at once, each on its own new connection."""
+    body = {"model": "fake", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+    headers = {"Authorization": f"Bearer {ADMIN_KEY}"}
+
+    async def one() -> httpx.Response:
+        async with httpx.AsyncClient(base_url=base_url, headers=headers, timeout=HANG) as c:
+            response = await c.post(CHAT, json=body)
+            await response.aread()
+            return response
+
+    return list(await asyncio.gather(*(one() for _ in range(count))))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_fifty_streamed_chats_over_two_workers_lose_nothing(
+    backend: tuple[str, str | None], tmp_path: Path, upstream: FakeModelServer
+) -> None:
+    upstream.set_default(SSEReply(chat_chunks(text=WORDS)))
+    with two_workers(tmp_path, upstream, *backend) as workers:
+        both = workers.ready()
+        responses = asyncio.run(_streamed_chats(workers.server.base_url, 50))
+        assert [r.status_code for r in responses] == [200] * 50
+        assert [_answer(r.content) for r in responses] == ["".join(WORDS)] * 50
+        assert all(r.content.rstrip().endswith(b"data: [DONE]") for r in responses)
+        served = [workers.worker_of(r) for r in responses]
+        assert set(served) == both, served  # the kernel spread them over both listeners
+        with workers.server.client() as client:  # the request log saved every one
+            wait_for(
+                lambda: client.get("/api/chats?source=api&limit=1").json()["total"] == 50,
+                "50 request-log rows",
+            )
+        # /metrics on the main port, from either worker, is the sum over both
+        for _ in range(4):
+            assert workers.metric("toolrelay_turns_total", route="fake", status="completed") == 50
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_killed_worker_is_replaced_and_its_chat_repaired(
+    backend: tuple[str, str | None], tmp_path: Path, upstream: FakeModelServer
+) -> None:
+    upstream.route(CHAT, stalled(), SSEReply(chat_chunks(text=WORDS)))
+    with two_workers(tmp_path, upstream, *backend, checkpoint_s=0.05, turn_lease_s=4) as workers:
+        first = workers.ready()
+        with workers.server.client() as client:
+            chat_id = new_chat(client, model="fake")
+            posted = client.post(f"/api/chats/{chat_id}/messages", json={"content": "q"})
+            assert posted.status_code == 202
+            runner = workers.worker_of(posted)
+            wait_for(
+                lambda: last_assistant(client, chat_id).get("content") == "".join(PARTIAL),
+                "the partial answer checkpointed",
+            )
+        os.kill(runner, signal.SIGKILL)
+        (replacement,) = workers.wait_ready(1, besides=first)
+        assert workers.ready() == first - {runner} | {replacement}
+        with workers.client_on(lambda pid: pid == replacement) as (client, _):  # it serves
+            post_until_accepted(client, chat_id)  # the lease expired: the post repairs the chat
+            assert wait_saved(client, chat_id)["content"] == "".join(WORDS)
+            messages = client.get(f"/api/chats/{chat_id}").json()["messages"]
+            killed = [m for m in messages if m["role"] == "assistant"][0]
+            assert killed["status"] == "failed"
+            assert killed["content"] == "".join(PARTIAL)
+            assert SERVER_STOPPED in str(killed["error"])
+        # the dead worker's running turn no longer counts as active
+        wait_for(lambda: workers.metric("toolrelay_active_turns") == 0, "no active turn")
+
+
+def _gone(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] == "Z"
+
+
+@pytest.mark.redis
+def test_sigterm_stops_the_workers_gracefully(tmp_path: Path, upstream: FakeModelServer) -> None:
+    with two_workers(tmp_path, upstream, "sqlite", REDIS_URL) as workers:
+        pids = workers.ready()
+        process = workers.server.process
+        assert process is not None
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(HANG) == 0
+        assert all(_gone(pid) for pid in pids)
+        log = workers.server.log.read_text()
+        assert log.count("Application shutdown complete.") == 2  # each ran its shutdown
+
+
+@pytest.mark.redis
+def test_workers_stop_when_their_parent_is_killed(
+    tmp_path: Path, upstream: FakeModelServer
+) -> None:
+    with two_workers(tmp_path, upstream, "sqlite", REDIS_URL) as workers:
+        pids = workers.ready()
+        workers.server.kill()
+        wait_for(lambda: all(_gone(pid) for pid in pids), "the orphaned workers stopped")
+        log = workers.server.log.read_text()
+        assert log.count("Application shutdown complete.") == 2  # gracefully

@@ -6,13 +6,16 @@ drivers they name are installed, the data dir can be created, and the
 registry (model clients, tools, filters, API keys from the environment) is
 built. With no model configured, the embedded model (`config.local`) is
 started next and added as route `local` (it stops after uvicorn does). Only
-then is uvicorn started with that registry. This is the one
-CLI module that imports `toolrelay.server`, lazily, to start it.
+then is uvicorn started with that registry, or, with several workers (the
+default with Redis: one per core), the parent reserves the port and starts them
+(`server/supervisor.py`).
+This is the one CLI module that imports `toolrelay.server`, lazily, to start it.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal
 
@@ -122,39 +125,109 @@ def _configure_logs(settings: Settings) -> Redactor:
 
 
 WORKER_HEALTHCHECK_S = 60
-"""How long uvicorn's parent waits for a worker to answer its ping before killing it as
-hung. A spawned worker answers only once it has imported uvicorn again; with uvicorn's
-5 s default a loaded machine killed every worker before that and spawned the next one,
-forever (seen: `--workers 2` never came up under a loaded test suite). A dead worker is
-still replaced at once: this bounds only how long a live but silent one is trusted."""
+"""How long uvicorn's parent (the fallback without SO_REUSEPORT) waits for a worker to
+answer its ping before killing it as hung. A spawned worker answers only once it has
+imported uvicorn again; with uvicorn's 5 s default a loaded machine killed every worker
+before that and spawned the next one, forever (seen: `--workers 2` never came up under a
+loaded test suite). Our own supervisor kills no worker for being slow at all."""
+BACKLOG = 2048
+"""Each worker's listen backlog (uvicorn's default)."""
 
 
 def _serve_workers(settings: Settings, count: int) -> None:
-    """`count` uvicorn workers on one socket (`server/workers.py` says what they share)."""
+    """`count` worker processes on one port (`server/workers.py` says what they share,
+    `server/supervisor.py` how they are kept)."""
     import asyncio
-    import os
     import sys
+    from contextlib import ExitStack
 
-    import uvicorn
-
-    from toolrelay.server.metrics import shared_across_workers
-    from toolrelay.server.workers import SETTINGS_ENV, prepare
+    from toolrelay.server.metrics import shared_across_workers, worker_exited
+    from toolrelay.server.supervisor import REUSEPORT, reserve_port
+    from toolrelay.server.workers import prepare
 
     minted = asyncio.run(prepare(settings))
     if minted:
         sys.stderr.write(f"\ntoolrelay: admin API key (shown once, keep it): {minted}\n\n")
-    os.environ[SETTINGS_ENV] = settings.model_dump_json()  # the spawned workers read it
-    with shared_across_workers(settings.host, settings.metrics_port):  # /metrics sums them
-        uvicorn.run(
-            "toolrelay.server.workers:app",
-            factory=True,
-            workers=count,
-            timeout_worker_healthcheck=WORKER_HEALTHCHECK_S,
-            host=settings.host,
-            port=settings.port,
-            log_config=None,
-            log_level=settings.log_level.lower(),
+    with ExitStack() as stack:
+        bus_url = None  # they use events_url
+        if REUSEPORT is None:
+            stack.enter_context(shared_across_workers(settings.host, settings.metrics_port))
+            _uvicorn_workers(settings, count, bus_url)
+            return
+        try:
+            reserved = stack.enter_context(reserve_port(settings.host, settings.port))
+        except OSError as exc:
+            raise fail(
+                f"cannot listen on {settings.host}:{settings.port}: {exc.strerror}"
+            ) from None
+        settings = settings.model_copy(update={"port": reserved.getsockname()[1]})
+        metrics_dir = stack.enter_context(
+            shared_across_workers(settings.host, settings.metrics_port)
         )
+        code = _supervise(settings, count, bus_url, lambda pid: worker_exited(metrics_dir, pid))
+    if code:
+        raise typer.Exit(code)
+
+
+def _supervise(
+    settings: Settings, count: int, bus_url: str | None, on_exit: Callable[[int], None]
+) -> int:
+    """Our supervisor: one SO_REUSEPORT listener per worker (`server/supervisor.py`)."""
+    import asyncio
+    import json
+    import os
+
+    from toolrelay.server.supervisor import STOP_MARGIN_S, WORKER_ENV, Supervisor
+    from toolrelay.server.workers import SETTINGS_ENV
+
+    orders = {"host": settings.host, "port": settings.port, "backlog": BACKLOG}
+    env = {
+        **os.environ,
+        SETTINGS_ENV: settings.model_dump_json(),
+        WORKER_ENV: json.dumps({**orders, "events_url": bus_url}),
+    }
+    where = f"http://{settings.host}:{settings.port}"
+    announced: list[int] = []
+
+    def announce(pid: int) -> None:  # once the first worker listens: uvicorn's own line
+        if not announced:
+            logging.getLogger("uvicorn.error").info(
+                "Uvicorn running on %s (Press CTRL+C to quit)", where
+            )
+        announced.append(pid)
+
+    limit = settings.shutdown_grace_s + STOP_MARGIN_S
+    supervisor = Supervisor(count, env, on_exit=on_exit, on_ready=announce, stop_limit=limit)
+    logging.getLogger("toolrelay.server").info(
+        "%d workers, each with its own listener on %s (SO_REUSEPORT)", count, where
+    )
+    return asyncio.run(supervisor.run())
+
+
+def _uvicorn_workers(settings: Settings, count: int, bus_url: str | None) -> None:
+    """uvicorn's supervisor, one shared socket: where no SO_REUSEPORT balances connections."""
+    import os
+
+    import uvicorn
+
+    from toolrelay.server.workers import EVENTS_ENV, SETTINGS_ENV
+
+    logging.getLogger("toolrelay.server").info(
+        "no balancing SO_REUSEPORT here: %d uvicorn workers share one listening socket", count
+    )
+    os.environ[SETTINGS_ENV] = settings.model_dump_json()  # the spawned workers read it
+    if bus_url:
+        os.environ[EVENTS_ENV] = bus_url
+    uvicorn.run(
+        "toolrelay.server.workers:app",
+        factory=True,
+        workers=count,
+        timeout_worker_healthcheck=WORKER_HEALTHCHECK_S,
+        host=settings.host,
+        port=settings.port,
+        log_config=None,
+        log_level=settings.log_level.lower(),
+    )
 
 
 def _start_local(settings: Settings) -> tuple[Settings, LocalModel]:

@@ -50,7 +50,7 @@ from prometheus_client import (
 
 from toolrelay.engine.observer import ModelCall, ToolCall, TurnStart, TurnSummary
 
-__all__ = ["CONTENT_TYPE", "MULTIPROC_ENV", "Metrics", "shared_across_workers"]
+__all__ = ["CONTENT_TYPE", "MULTIPROC_ENV", "Metrics", "shared_across_workers", "worker_exited"]
 
 log = logging.getLogger("toolrelay.server")
 
@@ -80,7 +80,7 @@ def _all_workers(path: str) -> CollectorRegistry:
 
 @contextmanager
 def shared_across_workers(host: str, metrics_port: int | None) -> Iterator[str]:
-    """Around `uvicorn.run(workers=N)` in the parent: the workers' shared directory (in the
+    """Around the workers, in the parent: the workers' shared directory (in the
     environment they inherit), and the `metrics_port` listener over all of them."""
     given = _shared_dir()
     path = given or tempfile.mkdtemp(prefix="toolrelay-metrics-")
@@ -105,6 +105,14 @@ def shared_across_workers(host: str, metrics_port: int | None) -> Iterator[str]:
         if given is None:
             os.environ.pop(MULTIPROC_ENV, None)
             shutil.rmtree(path, ignore_errors=True)
+
+
+def worker_exited(path: str, pid: int) -> None:
+    """In the parent, once a worker has exited: its live gauges stop counting (a worker
+    killed with SIGKILL could not say so itself); its counters stay in the sums."""
+    from prometheus_client import multiprocess
+
+    multiprocess.mark_process_dead(pid, path=path)  # type: ignore[no-untyped-call]
 
 
 class Metrics:

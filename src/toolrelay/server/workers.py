@@ -1,18 +1,22 @@
 """`toolrelay serve --workers N`: several server processes sharing one port, one database, one bus.
 
-Each worker is a whole server (uvicorn spawns it and calls `app()`), with its
-own registry and upstream pools; they share the database and the event bus.
-The chat API's guarantees across workers (one turn per chat, resume from any
-worker, cancel from any worker) live in the bus: the Redis bus keeps them
-between processes, the in-process bus cannot (each process would have its own
-locks and logs), so more than one worker needs `events_url`. The embedded
-model runs in the one process that loaded it, so it means one worker too, and
-so does the code interpreter: a chat's kernel (its variables, its files) lives
-in one process, and the next turn of that chat may land on another worker.
+Each worker is a whole server, with its own registry and upstream pools; they
+share the database and the event bus. The chat API's guarantees across workers
+(one turn per chat, resume from any worker, cancel from any worker) live in
+the bus, so the workers must share one: Redis (`events_url`). The in-process
+bus cannot: each process would have its own locks and logs. So the default is
+every core with Redis (`default_workers`), except where state lives in one
+process: the embedded model runs in the process that
+loaded it, and a chat's code kernel (its variables, its files) in one process
+while the chat's next turn may land on another worker; both mean one worker.
 
+SQLite takes several processes (each write transaction holds SQLite's lock from
+its first statement, `adapters/stores/sql.py`); PostgreSQL scales further.
 The parent migrates the database and makes sure of the admin key before any
 worker starts, so workers never race each other for either; the settings the
-parent checked (flags applied) reach the workers as JSON in `SETTINGS_ENV`.
+parent checked (flags applied, port 0 made a real port) reach the workers as
+JSON in `SETTINGS_ENV`. How the workers are started, kept and stopped:
+`server/supervisor.py` (each its own SO_REUSEPORT listener), `server/worker.py`.
 """
 
 from __future__ import annotations
@@ -26,15 +30,26 @@ from toolrelay.errors import ConfigError
 if TYPE_CHECKING:
     from fastapi import FastAPI
 
-__all__ = ["SETTINGS_ENV", "app", "check_workers", "default_workers", "prepare"]
+__all__ = [
+    "EVENTS_ENV",
+    "SETTINGS_ENV",
+    "app",
+    "check_workers",
+    "default_workers",
+    "prepare",
+    "worker_settings",
+]
 
 SETTINGS_ENV: Final = "TOOLRELAY_WORKER_SETTINGS"
+EVENTS_ENV: Final = "TOOLRELAY_WORKER_EVENTS_URL"
+"""A bus the parent gives its workers, for uvicorn's (the fallback without SO_REUSEPORT)."""
 
 
 def default_workers(settings: Settings, *, local: bool) -> int:
-    """Every core when the bus is shared (Redis) and nothing lives in one process, else one:
-    what keeps the guarantees (module doc)."""
-    if settings.events_url and not local and not settings.code_interpreter.enabled:
+    """Every core when the bus is shared (Redis) and nothing lives in one process, else
+    one: what keeps the guarantees (module doc)."""
+    shared = bool(settings.events_url) and settings.events_url != "memory"
+    if shared and not local and not settings.code_interpreter.enabled:
         return os.cpu_count() or 1
     return 1
 
@@ -56,7 +71,7 @@ def check_workers(workers: int, settings: Settings, *, local: bool) -> None:
             "turn may reach another worker (losing its variables and files); serve it with "
             '--workers 1, or set [code_interpreter] engine = "off"'
         )
-    if not settings.events_url:
+    if not settings.events_url or settings.events_url == "memory":
         raise ConfigError(
             f"--workers {workers} needs a shared event bus: set events_url "
             "(e.g. redis://127.0.0.1:6379/0). With the in-process bus each worker has "
@@ -81,12 +96,22 @@ async def prepare(settings: Settings) -> str | None:
         await store.close()
 
 
+def worker_settings(events_url: str | None) -> Settings:
+    """The settings the parent checked (`SETTINGS_ENV`), on the parent's bus if it hosts one
+    (set after validation: a url the parent gives, not a setting)."""
+    settings = Settings.model_validate_json(os.environ[SETTINGS_ENV])
+    if events_url:
+        settings = settings.model_copy(update={"events_url": events_url})
+    return settings
+
+
 def app() -> FastAPI:
-    """One worker's app (uvicorn's factory): the parent's settings, its own registry."""
+    """One worker's app (uvicorn's factory, the fallback): the parent's settings, its own
+    registry."""
     from toolrelay.server.app import create_app
     from toolrelay.server.logs import configure_logging
     from toolrelay.server.startup_log import config_secrets
 
-    settings = Settings.model_validate_json(os.environ[SETTINGS_ENV])
+    settings = worker_settings(os.environ.get(EVENTS_ENV))
     configure_logging(settings.log_level, settings.log_format, secrets=config_secrets(settings))
     return create_app(settings, tune_gc=True)

@@ -30,8 +30,8 @@ def test_level_and_format_from_env_file_and_flags(
     monkeypatch.setenv("TOOLRELAY_LOG_LEVEL", "warning")
     monkeypatch.setenv("TOOLRELAY_ADMIN_KEY", "tr-the-admin-key-xyz")
     runner = CliRunner()
-    assert runner.invoke(app, ["serve", "--config", str(config)]).exit_code == 0
-    flags = ["--log-level", "error", "--log-format", "pretty"]
+    assert runner.invoke(app, ["serve", "--config", str(config), "--workers", "1"]).exit_code == 0
+    flags = ["--workers", "1", "--log-level", "error", "--log-format", "pretty"]
     assert runner.invoke(app, ["serve", "--config", str(config), *flags]).exit_code == 0
     assert [(lvl, fmt) for lvl, fmt, _ in logs] == [("WARNING", "json"), ("ERROR", "pretty")]
     assert ran == ["warning", "error"]

@@ -1,0 +1,100 @@
+"""One worker of `serve --workers N` (`python -m toolrelay.server.worker`, started by the
+parent's `Supervisor`): a whole server on its own SO_REUSEPORT listener.
+
+Every line it logs carries `worker=<pid>`. Its orders come in the environment: the settings the parent checked
+(`workers.SETTINGS_ENV`) and `supervisor.WORKER_ENV` (host, port, backlog, the
+control socket's fd, the shared bus's url). The control socket tells the parent
+when this worker listens ("ready"), and its EOF tells this worker that the
+parent died: it then stops as if sent SIGTERM (graceful), instead of serving on
+as an orphan nobody supervises.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import signal
+import socket
+import threading
+import time
+from collections.abc import Mapping
+
+import uvicorn
+
+from toolrelay.server.supervisor import STOP_MARGIN_S, WORKER_ENV, worker_socket
+from toolrelay.server.workers import SETTINGS_ENV, worker_settings
+
+
+class _Worker(uvicorn.Server):
+    """uvicorn's server, saying "ready" to the parent once it listens."""
+
+    def __init__(self, config: uvicorn.Config, control: socket.socket) -> None:
+        super().__init__(config)
+        self._control = control
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets=sockets)
+        if self.started:
+            with contextlib.suppress(OSError):  # the parent is gone: the watcher stops us
+                self._control.sendall(b"ready\n")
+
+
+class _WorkerField(logging.Filter):
+    """`worker=<pid>` on every line this process logs: the workers share one stderr, and an
+    access line (with its request id) then says which worker served the request."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pid = os.getpid()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        given = getattr(record, "fields", None)
+        record.fields = (
+            {**given, "worker": self.pid} if isinstance(given, Mapping) else {"worker": self.pid}
+        )
+        return True
+
+
+def _watch_parent(control: socket.socket, limit: float) -> None:
+    """Block until the parent's end closes (it exited or died), then stop gracefully; if
+    still here `limit` seconds later (hung: nobody else will kill it), exit at once."""
+    with contextlib.suppress(OSError):
+        while control.recv(64):
+            pass
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(limit)  # a daemon thread: a normal exit does not wait for it
+    os._exit(1)
+
+
+def main() -> None:
+    from toolrelay.server.app import create_app
+    from toolrelay.server.logs import configure_logging
+    from toolrelay.server.startup_log import config_secrets
+
+    orders = json.loads(os.environ.pop(WORKER_ENV))
+    settings = worker_settings(orders.get("events_url"))
+    os.environ.pop(SETTINGS_ENV)  # its secrets are no business of the tools this worker starts
+    configure_logging(settings.log_level, settings.log_format, secrets=config_secrets(settings))
+    for handler in logging.getLogger().handlers:
+        if handler.get_name() == "toolrelay":
+            handler.addFilter(_WorkerField())
+    control = socket.socket(fileno=int(orders["control"]))
+    control.set_inheritable(False)  # its EOF must mean this process, not a tool it started
+    listener = worker_socket(orders["host"], int(orders["port"]))  # uvicorn listens on it
+    config = uvicorn.Config(
+        create_app(settings, tune_gc=True),  # as a one-process server (server/gc_tuning.py)
+        host=orders["host"],
+        port=int(orders["port"]),
+        backlog=int(orders["backlog"]),
+        log_config=None,  # through toolrelay's handler (format, masking)
+        log_level=settings.log_level.lower(),
+    )
+    limit = settings.shutdown_grace_s + STOP_MARGIN_S
+    threading.Thread(target=_watch_parent, args=(control, limit), daemon=True).start()
+    _Worker(config, control).run(sockets=[listener])
+
+
+if __name__ == "__main__":
+    main()
