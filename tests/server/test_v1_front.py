@@ -7,6 +7,7 @@ must (FastAPI words the error, exactly as the API documents it).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,8 +16,10 @@ import httpx
 import pytest
 from fastapi import Request
 
+from tests.patience import HANG
 from tests.server.conftest import ADMIN_KEY, Running, ServerThread, make_settings
-from toolrelay.server import guard
+from toolrelay.server import gate as gate_module
+from toolrelay.server import guard, v1_front
 from toolrelay.testing.fake_server import FakeModelServer, SSEReply
 from toolrelay.testing.wire import chat_chunks, responses_events
 
@@ -118,3 +121,35 @@ def test_errors_of_the_fast_path_keep_their_shape(counted: tuple[Running, list[s
     assert gated.status_code == 400
     assert gated.json()["error"]["param"] == "store"
     assert reached == []
+
+
+def test_a_chat_counts_as_starting_from_the_front_door_until_its_first_token(
+    running: Running, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Streams already flowing give way to a chat from its first byte at the app on
+    (`server.gate`), not only once its answer began; every way out stops counting it."""
+    seen: list[int] = []
+    gates: list[gate_module.Gate] = []
+    real = v1_front.authenticate
+
+    async def counting(*args: Any) -> Any:
+        gates.append(gate_module.gate())
+        seen.append(gate_module.gate().starting)
+        return await real(*args)
+
+    monkeypatch.setattr(v1_front, "authenticate", counting)
+    running.upstream.set_default(SSEReply(chat_chunks(text=["Hello ", "there."])))
+    with running.client() as client:
+        streamed = client.post(CHAT, json=_chat(stream=True))
+        assert streamed.status_code == 200 and b"Hello " in streamed.content
+        assert client.post(CHAT, json=_chat()).status_code == 200  # not streamed
+        assert client.post(CHAT, json=_chat(model="nope")).status_code == 404  # an APIError
+        assert client.post(CHAT, json={"model": "fake"}).status_code == 400  # FastAPI words it
+    with running.client(key="tr-not-a-key-0123456789") as stranger:
+        assert stranger.post(CHAT, json=_chat(stream=True)).status_code == 401
+    assert seen == [1, 1, 1, 1, 1]  # counted while authenticated, before any answer
+    gate = gates[0]
+    deadline = time.monotonic() + HANG
+    while gate.starting and time.monotonic() < deadline:  # the last one leaves as it ends
+        time.sleep(0.01)
+    assert gate.starting == 0

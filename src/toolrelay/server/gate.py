@@ -4,8 +4,10 @@ The event loop runs every ready callback in turn. A chat that is starting
 needs several loop steps before its first token (request, upstream connect,
 response head, first chunk), and under load it waits at each of them behind
 the chunks of every stream already flowing: with hundreds of streams open,
-first tokens then come late and all at once (p50 close to p99). So while any
-chat is starting and the loop is busy (an iteration took longer than
+first tokens then come late and all at once (p50 close to p99). A `/v1` chat
+counts as starting from the moment the app has its request (`V1Front`: its
+body, key and validation steps wait behind the streams too), other streams from
+their answer's start. So while any chat is starting and the loop is busy (an iteration took longer than
 `BUSY_S`), a stream that has sent its first token waits before reading on.
 Its upstream's bytes pile up in the socket meanwhile and are read later in one
 go, as one larger coalesced chunk, which also costs less CPU. The waiting

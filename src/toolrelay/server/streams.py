@@ -68,12 +68,15 @@ class _FrameSink:
         "final",
     )
 
-    def __init__(self, send: Send, writer: Writer, now: Callable[[], float], gate: Gate) -> None:
+    def __init__(
+        self, send: Send, writer: Writer, now: Callable[[], float], gate: Gate, *, entered: bool
+    ) -> None:
         self._send = send
         self._writer = writer
         self._now = now
         self._gate = gate
-        gate.enter()
+        if not entered:  # else the front door counted this chat as starting already
+            gate.enter()
         self.flowing = False
         """The first frames went out: from now on this stream gives way to starting chats."""
         self.last = now()
@@ -147,13 +150,19 @@ class TurnStream(Response):
         self._run = run
         self._writer = writer
         self._keepalive = keepalive
+        self.gate_entered = False
+        """The front door (`V1Front`) counted this chat as starting: the sink only leaves."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         loop = asyncio.get_running_loop()
         task = asyncio.current_task()
         assert task is not None
-        await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
-        sink = _FrameSink(send, self._writer, loop.time, gate())
+        sink = _FrameSink(send, self._writer, loop.time, gate(), entered=self.gate_entered)
+        try:
+            await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
+        except BaseException:
+            sink.started()  # no first token will come: stop counting this chat as starting
+            raise
         watcher = loop.create_task(_watch(receive, sink, task, self._keepalive))
         _STREAMS[task] = sink
         try:

@@ -35,10 +35,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from toolrelay.server.auth import authenticate
 from toolrelay.server.errors import APIError, error_response
+from toolrelay.server.gate import gate
 from toolrelay.server.guard import too_deep
 from toolrelay.server.routes import openai, responses
 from toolrelay.server.schemas import ChatCompletionRequest, ResponsesRequest
 from toolrelay.server.services import Services
+from toolrelay.server.streams import TurnStream
 
 __all__ = ["V1Front"]
 
@@ -61,7 +63,16 @@ class V1Front:
         if front is None or scope["method"] != "POST" or not _json_type(scope):
             await self.app(scope, receive, send)
             return
-        response = await self._prepare(front, scope, receive, send)
+        starting = gate()
+        starting.enter()  # from its first byte on, streams already flowing give way to it
+        handed = False
+        try:
+            response = await self._prepare(front, scope, receive, send)
+            if isinstance(response, TurnStream):
+                response.gate_entered = handed = True  # its sink leaves at the first token
+        finally:
+            if not handed:
+                starting.leave()
         if response is not None:  # the request's locals are gone: the answer holds what it needs
             await response(scope, receive, send)
 
