@@ -18,8 +18,8 @@ from fastapi import Request
 
 from tests.patience import HANG
 from tests.server.conftest import ADMIN_KEY, Running, ServerThread, make_settings
+from toolrelay.server import auth, guard, v1_front
 from toolrelay.server import gate as gate_module
-from toolrelay.server import guard, v1_front
 from toolrelay.testing.fake_server import FakeModelServer, SSEReply
 from toolrelay.testing.wire import chat_chunks, responses_events
 
@@ -130,14 +130,14 @@ def test_a_chat_counts_as_starting_from_the_front_door_until_its_first_token(
     (`server.gate`), not only once its answer began; every way out stops counting it."""
     seen: list[int] = []
     gates: list[gate_module.Gate] = []
-    real = v1_front.authenticate
+    real = auth.authenticate
 
     async def counting(*args: Any) -> Any:
         gates.append(gate_module.gate())
         seen.append(gate_module.gate().starting)
         return await real(*args)
 
-    monkeypatch.setattr(v1_front, "authenticate", counting)
+    monkeypatch.setattr(v1_front, "authenticate", counting)  # what V1Front calls
     running.upstream.set_default(SSEReply(chat_chunks(text=["Hello ", "there."])))
     with running.client() as client:
         streamed = client.post(CHAT, json=_chat(stream=True))
