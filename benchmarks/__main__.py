@@ -10,6 +10,7 @@ SUITES = (
     "text_tool_calls",
     "engine_loop",
     "server_load",
+    "server_late",
     "chat_memory",
     "chat_load",
     "tool_sources",
