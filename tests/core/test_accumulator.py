@@ -285,3 +285,29 @@ def test_delta_events_name_their_item_and_turn_wide_index() -> None:
         ),
         (ev.FUNCTION_CALL_ARGUMENTS_DELTA, {"item_id": ids[2], "output_index": 4, "delta": "1}"}),
     ]
+
+
+def test_text_cut_anywhere_inside_an_open_message_finds_the_same_tags() -> None:
+    """The text lane's shortcut (no character that can start a tag: `TagSplitter`
+    marks) must not pass text while the splitter holds the start of a tag or is
+    inside a block, nor miss a trigger when a config has more than two."""
+    three = TagConfig(reasoning=(("<think>", "</think>"), ("[T]", "[/T]"), ("◁think▷", "◁/think▷")))
+    cases = [
+        (TagConfig(), "Hi there <think>plan more</think>Done, ok"),
+        (three, "Hi there [T]plan more[/T]Done, ok"),
+        (three, "Hi there ◁think▷plan more◁/think▷Done, ok"),
+    ]
+
+    def texts(acc: Accumulator) -> list[tuple[str, str]]:
+        return [(i["type"], i["content"][0]["text"]) for i in raw_items(acc.output)]
+
+    for tags, text in cases:
+        whole = Accumulator(tags=tags)
+        whole.feed_many([TextDelta(text[:3]), TextDelta(text[3:])])
+        whole.finish()
+        assert [kind for kind, _ in texts(whole)] == ["message", "reasoning", "message"]
+        for size in (1, 2, 3, 5):
+            acc = Accumulator(tags=tags)
+            acc.feed_many([TextDelta(text[i : i + size]) for i in range(0, len(text), size)])
+            acc.finish()
+            assert texts(acc) == texts(whole), (text, size)

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from tests.patience import fuzz_budget
 from toolrelay.core.formats.responses.parse import (
+    EVENT_TYPES,
     ReduceMeta,
     reduce_event,
     response_object_to_output,
@@ -1272,3 +1273,10 @@ def test_batched_deltas_equal_reduction_for_random_streams(
     for event in seed + stream:
         acc.feed_event(event)
     assert acc.output == _reduce_all(seed + stream)
+
+
+def test_the_event_types_the_reducer_reads_are_all_responses_names() -> None:
+    """`BodyReader` sends a payload whose type is in `EVENT_TYPES` to the Responses
+    reader without the `response.` prefix test: nothing else may be in it."""
+    assert "response.output_text.delta" in EVENT_TYPES
+    assert all(kind == "error" or kind.startswith("response.") for kind in EVENT_TYPES)

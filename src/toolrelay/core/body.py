@@ -36,7 +36,7 @@ from toolrelay.core.formats.chat_completions.parse import (
 )
 from toolrelay.core.formats.content import BodyFormat, detect_format
 from toolrelay.core.formats.ollama.parse import OllamaDecoder
-from toolrelay.core.formats.responses.parse import response_object_to_output
+from toolrelay.core.formats.responses.parse import EVENT_TYPES, response_object_to_output
 from toolrelay.core.framing import NDJSONDecoder, RawFrame, SSEDecoder
 from toolrelay.core.items import Item
 from toolrelay.core.text_call_accumulator import TextCallAccumulator
@@ -206,9 +206,11 @@ class BodyReader:
                 return out + self._malformed(data.decode("utf-8", "replace"))
             parsed += 1
             kind = obj.get("type")
-            if kind.__class__ is str and (kind.startswith("response.") or kind == "error"):
+            if kind is None:  # a Chat Completions chunk (the hot path of its stream)
+                chat_feed(obj, acc, out)
+            elif kind.__class__ is str and (kind in EVENT_TYPES or kind.startswith("response.")):
                 if events is not None:  # the hot path of a Responses stream
-                    events.feed_event_into(obj, out, True)  # owned: a fresh parse
+                    events.feed_event_into(obj, kind, out, True)  # owned: a fresh parse
                     continue
                 out += self._event(obj, owned=True)
                 acc, events = self.acc, self._events

@@ -58,9 +58,9 @@ class DeltaAccumulator(Accumulator):
         # the item receiving streamed text, its buffer and its kind
         self._open: _OpenItem | None = None
         self._open_kind: str | None = None
-        self._open_id = ""
-        self._open_at = -1
-        """The open item's kind, id and turn-wide output index: what a delta event says."""
+        self._open_data: dict[str, Any] = {}
+        """What the open item's delta events say but the delta: each is a copy of it
+        (a dict copy costs less than building the dict)."""
         self._open_index = -1
         self._buffer: list[str] = []
         self._pending_ws = ""
@@ -101,15 +101,19 @@ class DeltaAccumulator(Accumulator):
     def text(self, text: str, out: list[Event]) -> None:
         """Visible text: more of the open message when it holds no inline tag."""
         splitter = self._splitter
-        if self._open_kind == "message" and text and (splitter is None or splitter.plain(text)):
+        if (
+            self._open_kind == "message"
+            and text
+            and (
+                splitter is None
+                or (splitter.mark1 not in text and splitter.mark2 not in text)
+                or splitter.plain(text)
+            )
+        ):
             self._buffer.append(text)
             if not self._quiet:
-                data = {
-                    "item_id": self._open_id,
-                    "output_index": self._open_at,
-                    "content_index": 0,
-                    "delta": text,
-                }
+                data = self._open_data.copy()
+                data["delta"] = text
                 event: Event = BlankEvent()
                 event.type, event.data = ev.OUTPUT_TEXT_DELTA, data
                 out.append(event)
@@ -121,12 +125,8 @@ class DeltaAccumulator(Accumulator):
         if text and self._open_kind == "reasoning" and self._native_reasoning:
             self._buffer.append(text)
             if not self._quiet:
-                data = {
-                    "item_id": self._open_id,
-                    "output_index": self._open_at,
-                    "content_index": 0,
-                    "delta": text,
-                }
+                data = self._open_data.copy()
+                data["delta"] = text
                 event: Event = BlankEvent()
                 event.type, event.data = ev.REASONING_TEXT_DELTA, data
                 out.append(event)
@@ -138,15 +138,20 @@ class DeltaAccumulator(Accumulator):
         call = self._slots.get(slot)
         if fragment and call is not None and call.item is not None:
             call.args.append(fragment)
-            if not self._quiet:
-                out.append(self._arguments_event(call, fragment))
+            if not self._quiet:  # `_arguments_event`, inline
+                data = call.data.copy()
+                data["delta"] = fragment
+                event: Event = BlankEvent()
+                event.type, event.data = ev.FUNCTION_CALL_ARGUMENTS_DELTA, data
+                out.append(event)
         else:
             out += self._tool_call(ToolCallDelta(slot, None, None, fragment))
 
     def _use_tags(self, tags: TagConfig | None) -> None:
         """Look for these inline tags from now on (None: none at all)."""
         self._tags = tags
-        self._splitter = TagSplitter(tags) if tags is not None else None
+        # no tag family at all (native reasoning switched them off): no splitter to ask
+        self._splitter = TagSplitter(tags) if tags is not None and tags.pairs() else None
         self._native_reasoning = tags is None or not tags.reasoning
 
     def _more_text(self, item: _OpenItem, text: str) -> Event:
@@ -270,6 +275,11 @@ class DeltaAccumulator(Accumulator):
                 "status": "in_progress",
             }
             call.index = len(self._items)
+            call.data = {
+                "item_id": call.item["id"],
+                "output_index": self._offset + call.index,
+                "delta": "",
+            }
             self._items.append(call.item)
             out.append(self._announce(call.item, call.index))
             delta_text = "".join(call.args)
@@ -280,12 +290,8 @@ class DeltaAccumulator(Accumulator):
         return out
 
     def _arguments_event(self, call: _Call, text: str) -> Event:
-        assert call.item is not None
-        data = {
-            "item_id": call.item["id"],
-            "output_index": self._offset + call.index,
-            "delta": text,
-        }
+        data = call.data.copy()  # as `_open_data`
+        data["delta"] = text
         event: Event = BlankEvent()
         event.type, event.data = ev.FUNCTION_CALL_ARGUMENTS_DELTA, data
         return event
@@ -328,8 +334,13 @@ class DeltaAccumulator(Accumulator):
         self._items.append(item)
         self._open = item
         self._open_index = len(self._items) - 1
-        self._open_kind, self._open_id = item["type"], item["id"]
-        self._open_at = self._offset + self._open_index
+        self._open_kind = item["type"]
+        self._open_data = {
+            "item_id": item["id"],
+            "output_index": self._offset + self._open_index,
+            "content_index": 0,
+            "delta": "",
+        }
         self._buffer = []
         if item["type"] == "reasoning" and self._clock is not None:
             item["started_at"] = self._clock()
@@ -360,7 +371,7 @@ class DeltaAccumulator(Accumulator):
 class _Call:
     """One streamed tool call being assembled (arguments buffered as fragments)."""
 
-    __slots__ = ("args", "call_id", "index", "item", "name")
+    __slots__ = ("args", "call_id", "data", "index", "item", "name")
 
     def __init__(self, call_id: str) -> None:
         self.call_id = call_id
@@ -368,3 +379,5 @@ class _Call:
         self.args: list[str] = []
         self.item: FunctionCallItem | None = None
         self.index = -1
+        self.data: dict[str, Any] = {}
+        """Its argument delta events' data but the delta, once it is announced."""

@@ -43,16 +43,19 @@ class EventAccumulator(Accumulator):
         delta's dict is reused as its forwarded event's data instead of copied.
         """
         out: list[Event] = []
-        self.feed_event_into(event, out, owned)
+        self.feed_event_into(event, event.get("type"), out, owned)
         return out
 
-    def feed_event_into(self, event: dict[str, Any], out: list[Event], owned: bool) -> None:
-        """`out += feed_event(event)`; a buffered delta (the hot path) costs one append."""
-        if self._deltas.take(event, self._items):
+    def feed_event_into(
+        self, event: dict[str, Any], kind: Any, out: list[Event], owned: bool
+    ) -> None:
+        """`out += feed_event(event)`; a buffered delta (the hot path) costs one append.
+        `kind`: `event["type"]`, which the caller has read already (None if absent)."""
+        if self._deltas.take(event, kind, self._items):
             if not self._quiet:
                 if not owned:
                     event = dict(event)
-                kind = event.pop("type")
+                del event["type"]  # there: a buffered delta has a type
                 event.pop("sequence_number", None)
                 if self._offset:
                     event["output_index"] += self._offset

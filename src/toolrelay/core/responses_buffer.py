@@ -37,9 +37,10 @@ class DeltaBuffer:
         # taken: the next one usually continues it, and items cannot change until `fold`
         self._last: tuple[Any, Any, Any, list[str], str | None] | None = None
 
-    def take(self, event: dict[str, Any], items: Sequence[Mapping[str, Any]]) -> bool:
-        """Buffer `event` if it is a plain delta for an existing item and part."""
-        last, kind = self._last, event.get("type")
+    def take(self, event: dict[str, Any], kind: Any, items: Sequence[Mapping[str, Any]]) -> bool:
+        """Buffer `event` (of type `kind`, its `type`) if it is a plain delta for an
+        existing item and part."""
+        last = self._last
         if last is not None and kind == last[0]:  # the hot path: more of the same part
             delta = event.get("delta")
             if (

@@ -60,14 +60,15 @@ class TextCallEventAccumulator(EventAccumulator):
     def _plain_from_now(self) -> None:
         self.feed_event_into = self._base  # type: ignore[method-assign]
 
-    def feed_event_into(self, event: dict[str, Any], out: list[Event], owned: bool) -> None:
-        kind = event.get("type")
+    def feed_event_into(
+        self, event: dict[str, Any], kind: Any, out: list[Event], owned: bool
+    ) -> None:
         if kind == "response.completed":
             self._decide(out, event, owned)
             return
         if kind in _NOT_CALLS:  # invariant 3
             self._release(out)
-            self._base(event, out, owned)
+            self._base(event, kind, out, owned)
             return
         index = event.get("output_index")
         if self._message is None:  # before the message: reasoning items pass
@@ -77,11 +78,11 @@ class TextCallEventAccumulator(EventAccumulator):
                 return
             if kind == _ITEM_ADDED and _item_type(event) != "reasoning":
                 self._release(out)  # a native call came first: invariant 2
-            self._base(event, out, owned)
+            self._base(event, kind, out, owned)
             return
         if index is not None and index != self._message:  # another item: invariant 2
             self._release(out)
-            self._base(event, out, owned)
+            self._base(event, kind, out, owned)
             return
         self._hold(event, owned)
         if kind == _TEXT_DELTA:
@@ -105,7 +106,7 @@ class TextCallEventAccumulator(EventAccumulator):
         held, self._held = self._held, []
         self._plain_from_now()
         for event in held:
-            self._base(event, out, True)
+            self._base(event, event.get("type"), out, True)
 
     def _decide(self, out: list[Event], completed: dict[str, Any] | None, owned: bool) -> None:
         """The response completed: the held message is text, or the calls it makes."""
@@ -121,7 +122,7 @@ class TextCallEventAccumulator(EventAccumulator):
                 completed = _without_output(completed)
                 owned = True
         if completed is not None:
-            self._base(completed, out, owned)
+            self._base(completed, "response.completed", out, owned)
 
     def _add_call(self, index: int, call: TextCall, out: list[Event]) -> None:
         item = {
@@ -137,8 +138,8 @@ class TextCallEventAccumulator(EventAccumulator):
             "item": item | {"status": "in_progress"},
         }
         done = {"type": _ITEM_DONE, "output_index": index, "item": item | {"status": "completed"}}
-        self._base(added, out, True)
-        self._base(done, out, True)
+        self._base(added, _ITEM_ADDED, out, True)
+        self._base(done, _ITEM_DONE, out, True)
 
     def finish(self, *, truncated: bool = False) -> list[Event]:
         if self.finished:

@@ -212,18 +212,36 @@ _NEVER: Callable[[str], bool] = ().__contains__
 class TagSplitter:
     """Incremental splitter: `feed()` each content chunk, `flush()` at end of stream."""
 
-    __slots__ = ("_block", "_by_first", "_held", "_open_re", "_strip", "_triggers", "plain")
+    __slots__ = (
+        "_block",
+        "_by_first",
+        "_held",
+        "_marks",
+        "_open_re",
+        "_strip",
+        "_triggers",
+        "mark1",
+        "mark2",
+        "plain",
+    )
 
     def __init__(self, config: TagConfig = TagConfig()) -> None:
         self._by_first, self._triggers, self._open_re = _tables(config)
         self._block: _Tag | None = None
         self._held = ""
         self._strip = False
-        self.plain: Callable[[str], bool] = frozenset(self._triggers).isdisjoint
+        triggers = self._triggers
+        self._marks = (triggers[0], triggers[-1]) if 0 < len(triggers) <= 2 else ("", "")
+        self.plain: Callable[[str], bool] = frozenset(triggers).isdisjoint
         """`plain(text)` is true when `feed(text)` would be exactly `[Chunk("text", text)]`
         for a non-empty `text`: outside any block, nothing held and no character in
         `text` that can start a tag. A C call, for the accumulator's hot path; kept
         current by `feed` and `flush`, the only calls that change the splitter's state."""
+        self.mark1, self.mark2 = self._marks
+        """`plain(text)` holds for a non-empty `text` in which neither is (`mark1 not in
+        text and mark2 not in text`, cheaper than the call): the triggers when there
+        are one or two; "" (in every text) while not idle or with more triggers, when
+        only `plain` can say."""
 
     @property
     def inside(self) -> SegmentKind:
@@ -257,6 +275,7 @@ class TagSplitter:
     def _rescan(self) -> None:
         idle = self._block is None and not self._held and not self._strip
         self.plain = frozenset(self._triggers).isdisjoint if idle else _NEVER
+        self.mark1, self.mark2 = self._marks if idle else ("", "")
 
     def _plain(self, text: str) -> bool:
         """Fast path: nothing in `text` can start a tag or needs holding back."""

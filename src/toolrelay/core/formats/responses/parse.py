@@ -35,7 +35,7 @@ from typing import Any, Final
 
 from toolrelay.core.items import Item, as_items, raw_items
 
-__all__ = ["ReduceMeta", "reduce_event", "response_object_to_output"]
+__all__ = ["EVENT_TYPES", "ReduceMeta", "reduce_event", "response_object_to_output"]
 
 Event = Mapping[str, Any]
 Part = dict[str, Any]
@@ -510,3 +510,6 @@ _HANDLERS: Final[dict[str, Callable[[Event, Sequence[_Raw]], Result]]] = {
     "response.failed": _finisher("failed"),
     "error": _error_event,
 }
+
+EVENT_TYPES: Final = frozenset(_TEXT_EVENTS) | frozenset(_PART_EVENTS) | frozenset(_HANDLERS)
+"""The event types the reducer reads: `error` and names starting with `response.`."""
