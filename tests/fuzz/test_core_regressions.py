@@ -103,3 +103,14 @@ def test_chat_content_part_with_a_list_type() -> None:
     result, _ = read_body(b"data: " + orjson.dumps(chunk) + b"\n\ndata: [DONE]\n\n")
     assert result.error is None
     assert raw_items(result.output)[0]["content"][0]["text"] == "!"
+
+
+def test_chat_chunk_whose_delta_is_a_one_item_list() -> None:
+    """AttributeError: 'list' object has no attribute 'get' (the translator's
+    fast path took a one-item list for a one-key delta)."""
+    text = {"choices": [{"index": 0, "delta": {"content": "Hi"}, "finish_reason": None}]}
+    odd = {"choices": [{"index": 0, "delta": ["content"], "finish_reason": None}]}
+    body = b"".join(b"data: " + orjson.dumps(chunk) + b"\n\n" for chunk in (text, odd, text))
+    result, _ = read_body(body + b"data: [DONE]\n\n", "sse")
+    assert result.error is None
+    assert raw_items(result.output)[0]["content"][0]["text"] == "HiHi"

@@ -125,7 +125,7 @@ class ChatCompletionsDecoder:
                         lane = 2
                     else:
                         slot, text = _more_arguments(delta, self._by_index)
-        except (KeyError, TypeError, ValueError, IndexError):
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError):
             lane, slot = 0, -1
         if lane == 1:
             if text:
