@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator
 from typing import Any, Literal
 
@@ -42,6 +43,8 @@ from toolrelay.server.schemas import ChatCreate, ChatUpdate, MessageCreate, Tool
 from toolrelay.server.services import Services, ServicesDep, UserDep
 from toolrelay.server.streams import SSE_HEADERS
 from toolrelay.server.turns import TurnBusy, TurnNotStarted, channel
+
+log = logging.getLogger(__name__)
 
 router = APIRouter(prefix="/api/chats", route_class=GuardedRoute)
 HEARTBEAT_S = 15.0
@@ -326,7 +329,14 @@ def _offer(queue: asyncio.Queue[Any], item: object) -> None:
 
 
 async def _pump(svc: Services, name: str, after: int, queue: asyncio.Queue[Any]) -> None:
-    """Moves the subscription into a queue, so heartbeats never cancel the subscription."""
-    async for envelope in svc.bus.subscribe(name, after=after):
-        await queue.put(envelope)
+    """Moves the subscription into a queue, so heartbeats never cancel the subscription.
+
+    A subscription that fails (the bus went away) ends the stream like a finished one:
+    the client reconnects with its `Last-Event-ID` and loses nothing. Left running, the
+    stream would send keep-alives and no event until the client gave up."""
+    try:
+        async for envelope in svc.bus.subscribe(name, after=after):
+            await queue.put(envelope)
+    except Exception as exc:
+        log.warning("%s: event stream ended, the bus failed: %r", name, exc)
     await queue.put(None)

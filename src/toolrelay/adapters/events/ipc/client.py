@@ -18,7 +18,7 @@ import asyncio
 import os
 from collections import deque
 from collections.abc import AsyncGenerator
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from toolrelay.adapters.events import Envelope
 from toolrelay.adapters.events.codec import body_envelope, event_body
@@ -288,7 +288,9 @@ class _Link(asyncio.Protocol):
     # -- transport callbacks ----------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
+        # a stream transport, though not always an `asyncio.Transport` instance: uvloop's
+        # UnixTransport (the loop of a uvicorn worker) is none
+        transport = cast(asyncio.Transport, transport)
         self._transport = transport
         self._writer = FrameWriter(transport, self._loop)
 

@@ -26,7 +26,7 @@ import threading
 from collections.abc import Callable, Coroutine, Iterator
 from contextlib import aclosing
 from types import TracebackType
-from typing import Any, Final, TypeVar
+from typing import Any, Final, TypeVar, cast
 
 from toolrelay.adapters.events import clock_seq_base
 from toolrelay.adapters.events.codec import event_body
@@ -186,7 +186,9 @@ class _Peer(asyncio.Protocol):
     # -- transport callbacks -------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
+        # a stream transport, though not always an `asyncio.Transport` instance: uvloop's
+        # UnixTransport (the loop of a uvicorn worker) is none
+        transport = cast(asyncio.Transport, transport)
         self._transport = transport
         self._writer = FrameWriter(transport, asyncio.get_running_loop())
         self._host._peers.add(self)
