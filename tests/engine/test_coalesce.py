@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 
 import pytest
 
@@ -73,3 +74,35 @@ async def test_a_paused_upstream_still_gets_its_text_out() -> None:
     await asyncio.sleep(0.05)  # no more events: the timer flushes
     assert [e.data["delta"] for e in sink.events] == ["x", "y"]
     await coalescer.aclose()
+
+
+class FailingSink(ListSink):
+    """Takes the first event, then fails every emit (a bus that went away)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failed = asyncio.Event()
+
+    async def emit(self, event: Event) -> None:
+        if self.events:
+            self.failed.set()
+            raise ConnectionError("the bus went away")
+        await super().emit(event)
+
+
+async def test_a_failed_timer_flush_is_raised_by_the_turns_next_call() -> None:
+    """Nobody awaits the timer's flush: its failure must reach the turn, not vanish."""
+    lost: list[dict[str, object]] = []
+    asyncio.get_running_loop().set_exception_handler(lambda _, context: lost.append(context))
+    sink = FailingSink()
+    coalescer = Coalescer(sink, window=0.001, max_chunks=100)
+    await coalescer.emit_many([delta("a", "x"), delta("a", "y")])  # "y" waits for the timer
+    await asyncio.wait_for(sink.failed.wait(), 30)
+    for _ in range(3):
+        await asyncio.sleep(0)  # the failed flush task finishes
+    with pytest.raises(ConnectionError, match="went away"):
+        await coalescer.emit(delta("a", "z"))
+    await coalescer.flush()  # raised once: the turn's own error path may still flush
+    del coalescer
+    gc.collect()
+    assert lost == []  # no "Task exception was never retrieved"

@@ -40,6 +40,8 @@ class Coalescer:
         self._lock = asyncio.Lock()
         self._timer: asyncio.TimerHandle | None = None
         self._flusher: asyncio.Task[None] | None = None
+        self._failed: BaseException | None = None
+        """A timer's flush that failed (the sink raised): the turn's next call raises it."""
 
     @property
     def quiet(self) -> bool:
@@ -74,6 +76,8 @@ class Coalescer:
     async def emit(self, event: Event) -> None:
         if self._quiet:
             return
+        if self._failed is not None:
+            self._raise_failed()
         if self._window <= 0:
             await self._send(event)
             return
@@ -97,6 +101,8 @@ class Coalescer:
         await self._send(event)
 
     async def flush(self) -> None:
+        if self._failed is not None:
+            self._raise_failed()
         pending, self._pending = self._pending, None
         if self._timer is not None:
             self._timer.cancel()
@@ -110,7 +116,7 @@ class Coalescer:
 
     async def aclose(self) -> None:
         await self.flush()
-        if self._flusher is not None:
+        if self._flusher is not None and not self._flusher.done():
             await self._flusher
 
     def _arm(self) -> None:
@@ -121,6 +127,18 @@ class Coalescer:
         self._timer = None
         if self._pending is not None and (self._flusher is None or self._flusher.done()):
             self._flusher = asyncio.get_running_loop().create_task(self.flush())
+            self._flusher.add_done_callback(self._flushed)
+
+    def _flushed(self, task: asyncio.Task[None]) -> None:
+        """Keep a failed timer flush for the turn: nobody awaits that task, so its error
+        would be lost (and logged as never retrieved) while the turn went on."""
+        if not task.cancelled() and task.exception() is not None:
+            self._failed = task.exception()
+
+    def _raise_failed(self) -> None:
+        failed, self._failed = self._failed, None
+        assert failed is not None
+        raise failed
 
     async def _send(self, event: Event) -> None:
         async with self._lock:
