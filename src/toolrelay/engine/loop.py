@@ -479,7 +479,12 @@ async def _read_end(stream: ModelStream) -> None:
     """Read the rest of a body that said it was over: a body closed before its end costs
     its connection (the next call opens a new one, TLS included), one read to the end
     puts it back in the pool. A server that keeps the body open after `[DONE]` delays
-    the turn by `END_GRACE_S` at most; what it sends then is ignored."""
+    the turn by `END_GRACE_S` at most; what it sends then is ignored. A stream with a
+    `drain(grace)` (`UpstreamBody`) does it on the timer it already has."""
+    drain = getattr(stream, "drain", None)
+    if drain is not None:
+        await drain(END_GRACE_S)
+        return
     with contextlib.suppress(TimeoutError, ProviderError):
         async with asyncio.timeout(END_GRACE_S):
             async for _ in stream:

@@ -18,9 +18,9 @@ Rules:
    has been handed out nothing is ever retried.
 3. Timeouts: `connect` is httpx's; `first_byte` covers status line, headers
    and the first chunk; `idle` is the longest gap between chunks; `total`
-   bounds everything, retries included. Idle and total are watched by the
-   body (`adapters.models.body.UpstreamBody`), so a stalled server cannot
-   hold a turn forever.
+   bounds everything, retries included. One timer per model call watches
+   them all (`adapters.models.body.Watchdog`), handed from the request to
+   the body (`UpstreamBody`), so a stalled server cannot hold a turn forever.
 4. A stream that ends, fails or is closed releases its connection at once
    (back to the pool if the body was read to the end, dropped otherwise).
 """
@@ -41,7 +41,7 @@ from typing import Any, Final
 import httpx
 import orjson
 
-from toolrelay.adapters.models.body import DEFAULT_TIMEOUTS, Deadlines, Timeouts, UpstreamBody
+from toolrelay.adapters.models.body import DEFAULT_TIMEOUTS, Timeouts, UpstreamBody, Watchdog
 from toolrelay.adapters.models.direct import Sender
 from toolrelay.adapters.models.errors import describe, error_from_response, lost_connection
 from toolrelay.core.formats.content import detect_format
@@ -245,80 +245,86 @@ class Upstream:
     async def post(self, url: str, payload: Mapping[str, Any], *, stream: bool) -> UpstreamBody:
         """Send until a first body byte arrives or the failure is final (rule 2)."""
         loop = asyncio.get_running_loop()
-        total = self.timeouts.total
-        deadlines = Deadlines(self.timeouts, None if total is None else loop.time() + total)
+        watch = Watchdog(loop, self.timeouts)
         # a copy of the exact size: orjson's own result reserves 4 KiB, and the request
         # (with its body) lives as long as the stream does
         body = bytes(memoryview(orjson.dumps(payload, default=_json_default)))
         attempt = 0
-        while True:
-            attempt += 1
-            outcome = await self._attempt(url, body, stream=stream, deadlines=deadlines)
-            if isinstance(outcome, UpstreamBody):
-                return outcome
-            if attempt >= self.retry.attempts:
-                raise outcome.error
-            delay = retry_delay(self.retry, attempt, outcome.retry_after)
-            at = deadlines.total_at
-            if at is not None and loop.time() + delay >= at:
-                raise outcome.error
-            await asyncio.sleep(delay)
+        try:
+            while True:
+                attempt += 1
+                outcome = await self._attempt(url, body, stream=stream, watch=watch)
+                if isinstance(outcome, UpstreamBody):
+                    return outcome
+                if attempt >= self.retry.attempts:
+                    raise outcome.error
+                delay = retry_delay(self.retry, attempt, outcome.retry_after)
+                at = watch.total_at
+                if at is not None and loop.time() + delay >= at:
+                    raise outcome.error
+                await asyncio.sleep(delay)
+        except BaseException:
+            watch.close()
+            raise
 
     async def _attempt(
-        self, url: str, body: bytes, *, stream: bool, deadlines: Deadlines
+        self, url: str, body: bytes, *, stream: bool, watch: Watchdog
     ) -> UpstreamBody | _Retryable:
-        loop = asyncio.get_running_loop()
-        deadline, on_timeout = deadlines.nearest(loop, self.timeouts.first_byte)
         sender = self.client
+        watch.opening()
         try:
-            async with asyncio.timeout_at(deadline):
-                response = await sender.post(
-                    url, body, self._headers_by_stream[stream], stream=stream
-                )
-        except TimeoutError:
-            raise on_timeout from None
+            response = await sender.post(url, body, self._headers_by_stream[stream], stream=stream)
+        except asyncio.CancelledError:
+            expired = watch.timed_out()
+            if expired is None:
+                raise
+            raise expired from None
         except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
+            watch.settled()
             # the URL goes to the log only: behind a server it is internal, not for API users
             log.warning("cannot connect to the model server at %s: %s", url, describe(exc))
             return _Retryable(ProviderError(f"Cannot connect to the model server: {describe(exc)}"))
         except httpx.TransportError as exc:
             raise ProviderError(f"Model server request failed: {describe(exc)}") from exc
         try:
+            if watch.expiring:  # the deadline passed, and the transport swallowed the cancel
+                expired = watch.expired
+                watch.settled()
+                raise expired or watch.error(False)
             if not response.is_success:
-                return await self._failure(response, deadlines)
-            return await self._first_chunk(response, stream, deadline, on_timeout, deadlines)
+                watch.settled()
+                return await self._failure(response, watch)
+            return await self._first_chunk(response, watch)
         except BaseException:
             await response.aclose()
             raise
 
-    async def _first_chunk(
-        self,
-        response: httpx.Response,
-        stream: bool,
-        deadline: float,
-        on_timeout: ProviderError,
-        deadlines: Deadlines,
-    ) -> UpstreamBody:
+    async def _first_chunk(self, response: httpx.Response, watch: Watchdog) -> UpstreamBody:
         # the raw stream skips httpx's decoder chain; it is only needed for a compressed body
         encoded = response.headers.get("content-encoding", "identity").lower() != "identity"
         chunks = response.aiter_bytes() if encoded else _raw_chunks(response)
         try:
-            async with asyncio.timeout_at(deadline):
-                first = await anext(chunks, None)
-        except TimeoutError:
-            raise on_timeout from None
+            first = await anext(chunks, None)
+        except asyncio.CancelledError:
+            expired = watch.timed_out()
+            if expired is None:
+                raise
+            raise expired from None
         except httpx.TransportError as exc:
             raise lost_connection(exc) from exc
+        watch.settled()
         fmt = detect_format(first or b"", response.headers.get("content-type"))
-        result = UpstreamBody(response, chunks, first, fmt, deadlines)
+        result = UpstreamBody(response, chunks, first, fmt, watch)
         if first is None:
             await result.aclose()
         return result
 
-    async def _failure(self, response: httpx.Response, deadlines: Deadlines) -> _Retryable:
+    async def _failure(self, response: httpx.Response, watch: Watchdog) -> _Retryable:
         """Read the error body (best effort), close, and say whether to try again."""
         loop = asyncio.get_running_loop()
-        deadline, _ = deadlines.nearest(loop, self.timeouts.idle)
+        deadline = loop.time() + self.timeouts.idle
+        if watch.total_at is not None:
+            deadline = min(deadline, watch.total_at)
         raw = b""
         try:
             async with asyncio.timeout_at(deadline):

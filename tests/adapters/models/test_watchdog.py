@@ -1,0 +1,110 @@
+"""One timer per model call (`adapters.models.body.Watchdog`): it still ends every wait that
+should end, and only those."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+
+from tests.http_tracking import TrackingTransport
+from tests.patience import HANG
+from toolrelay.adapters.models import OpenAIChat, Retry, Timeouts
+from toolrelay.adapters.models.http import HTTPOptions
+from toolrelay.engine.interfaces import ModelRequest
+from toolrelay.errors import ProviderError
+from toolrelay.testing import SSEReply
+from toolrelay.testing.fake_server import FakeModelServer
+
+pytestmark = pytest.mark.anyio
+
+REQUEST = ModelRequest(messages=[{"role": "user", "content": "hi"}])
+
+
+def chat(
+    server: FakeModelServer, tracker: TrackingTransport | None = None, **timeouts: Any
+) -> OpenAIChat:
+    http = HTTPOptions(retry=Retry(attempts=1), timeouts=Timeouts(**timeouts), transport=tracker)
+    return OpenAIChat(base_url=server.base_url, model="m", http=http)
+
+
+@contextmanager
+def counted_timers() -> Iterator[list[float]]:
+    """The deadlines of the timers our code asks the running loop for: its own and
+    `asyncio.timeout`'s (not those of httpx's connection pool)."""
+    loop = asyncio.get_running_loop()
+    seen: list[float] = []
+    call_at = loop.call_at
+
+    def counting(when: float, callback: Any, *args: Any, **kwargs: Any) -> asyncio.TimerHandle:
+        owner = type(getattr(callback, "__self__", None))
+        if owner is asyncio.Timeout or owner.__module__.startswith("toolrelay."):
+            seen.append(when)
+        return call_at(when, callback, *args, **kwargs)
+
+    loop.call_at = counting  # type: ignore[method-assign,assignment]
+    try:
+        yield seen
+    finally:
+        del loop.call_at
+
+
+async def test_a_model_call_read_to_its_end_uses_one_timer(server: FakeModelServer) -> None:
+    server.script(SSEReply([{"i": i} for i in range(5)]))
+    client = chat(server)
+    with counted_timers() as timers:
+        stream = await client.open(REQUEST)
+        chunks = [chunk async for chunk in stream]
+    assert len(chunks) == 6  # five events and [DONE]
+    assert len(timers) == 1  # first byte, idle and total on one timer, never moved
+    await client.aclose()
+
+
+async def test_draining_the_end_moves_the_timer_once(server: FakeModelServer) -> None:
+    server.script(SSEReply([{"i": 0}]))
+    client = chat(server)
+    stream = await client.open(REQUEST)
+    with counted_timers() as timers:
+        await stream.drain(0.25)
+    assert len(timers) == 1  # the grace is nearer than the idle timeout: moved forward
+    assert [c async for c in stream] == []
+    await client.aclose()
+
+
+async def test_an_outside_cancel_while_opening_stays_a_cancel(
+    server: FakeModelServer, tracker: TrackingTransport
+) -> None:
+    server.script(SSEReply([{"a": 1}], ttfb_delay=3600))
+    client = chat(server, tracker, first_byte=HANG)
+    opening = asyncio.create_task(client.open(REQUEST))
+    # connected: the request is being sent or waits for headers the server holds back
+    assert await asyncio.to_thread(server.wait_for_connections, 1)
+    opening.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await opening
+    assert opening.cancelling() == 1  # the one outside cancel, none of ours left over
+    assert tracker.open_bodies == 0
+    await client.aclose()
+
+
+async def test_the_total_passing_between_reads_is_raised_at_the_next_read(
+    server: FakeModelServer, tracker: TrackingTransport
+) -> None:
+    server.script(SSEReply([{"i": i} for i in range(3)]))
+    client = chat(server, tracker, idle=HANG, total=2)
+    loop = asyncio.get_running_loop()
+    stream = await client.open(REQUEST)
+    ends = loop.time() + 2  # later than the total's deadline, counted from the request
+    await anext(stream)
+    await anext(stream)  # a real read: the watchdog is armed
+    await asyncio.sleep(ends - loop.time() + 0.05)  # the consumer is busy past the total
+    assert loop.time() > ends
+    with pytest.raises(ProviderError) as info:
+        await anext(stream)
+    assert info.value.message == "Model server timed out: no complete response within 2 s"
+    assert tracker.open_bodies == 0
+    assert [c async for c in stream] == []
+    await client.aclose()
