@@ -162,6 +162,8 @@ class Turn:
                 raise
             log.exception("turn %s crashed", self.setup.context.message_id)
             return await self._crashed(exc)
+        finally:
+            self.tool_env.timer.close()
         return await self._after(result)
 
     async def _after(self, result: RunResult) -> RunResult:

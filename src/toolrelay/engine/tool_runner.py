@@ -39,6 +39,7 @@ from toolrelay.engine.interfaces import Tool, ToolContext
 from toolrelay.engine.limits import RunLimits
 from toolrelay.engine.observer import ToolCall, TurnObserver
 from toolrelay.engine.pending import PendingCalls
+from toolrelay.engine.tool_timer import ToolTimer
 
 Emit = Callable[[Event], Awaitable[None]]
 
@@ -57,6 +58,8 @@ class ToolEnv:
     """Nobody is listening: skip building the events only a client would read."""
     watch: TurnObserver | None = None
     """The turn's observer (`engine.observer`); None: no hook is called."""
+    timer: ToolTimer = field(default_factory=ToolTimer)
+    """The calls' timeouts, on one timer for the turn (the turn closes it)."""
 
 
 @dataclass(slots=True)
@@ -104,32 +107,44 @@ async def run_batch(
             f"{env.repeats.count} times in a row."
         )
     results: list[FunctionCallOutputItem | None] = [None] * len(prepared)
-    gate = asyncio.Semaphore(env.limits.max_concurrency)
 
     async def one(i: int) -> None:
-        async with gate:
-            results[i] = await _run_one(prepared[i], env, base_index + i)
+        results[i] = await _run_one(prepared[i], env, base_index + i)
 
     group: list[int] = []
     for i, prep in enumerate(prepared):
         if prep.tool is not None and prep.tool.spec.sequential and prep.verdict is None:
-            await _gather(group, one)
+            await _gather(group, one, env.limits.max_concurrency)
             group = []
             await one(i)
         else:
             group.append(i)
-    await _gather(group, one)
+    await _gather(group, one, env.limits.max_concurrency)
     outputs = [r for r in results if r is not None]
     return BatchResult([p.call for p in prepared], outputs, outcome)
 
 
-async def _gather(indexes: list[int], one: Callable[[int], Coroutine[Any, Any, None]]) -> None:
+async def _gather(
+    indexes: list[int], one: Callable[[int], Coroutine[Any, Any, None]], limit: int
+) -> None:
+    """The calls at `indexes` at once, at most `limit` at a time (a gate only when more)."""
     if len(indexes) == 1:
         await one(indexes[0])
     elif indexes:
+        run = _gated(one, asyncio.Semaphore(limit)) if len(indexes) > limit else one
         async with asyncio.TaskGroup() as tg:
             for i in indexes:
-                tg.create_task(one(i))
+                tg.create_task(run(i))
+
+
+def _gated(
+    one: Callable[[int], Coroutine[Any, Any, None]], gate: asyncio.Semaphore
+) -> Callable[[int], Coroutine[Any, Any, None]]:
+    async def run(i: int) -> None:
+        async with gate:
+            await one(i)
+
+    return run
 
 
 def _prepare(call: FunctionCallItem, env: ToolEnv) -> _Prepared:
@@ -214,21 +229,47 @@ async def _invoke(
         refusal = await _approval(call_id, name, args, env)
         if refusal is not None:
             return NormalisedResult(refusal), "failed"
-    timeout = spec.timeout if spec.timeout is not None else env.limits.tool_timeout
-    try:
-        if spec.kind == "client":
+    if spec.kind == "client":
+        try:
             raw = await _client_call(call_id, name, args, env)
-        else:
-            async with asyncio.timeout(timeout):
-                raw = await tool.call(args, replace(env.context, call_id=call_id))
-    except TimeoutError:
-        waited = env.limits.client_tool_timeout if spec.kind == "client" else timeout
-        return NormalisedResult(f"Error: Tool `{name}` timed out after {waited:g} s."), "failed"
+        except TimeoutError:
+            return _timed_out(name, env.limits.client_tool_timeout)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a tool's failure is a result for the model (R9)
+            return NormalisedResult(_error_text(exc)), "failed"
+        return normalise_result(raw, direct=True), "completed"
+    timeout = spec.timeout if spec.timeout is not None else env.limits.tool_timeout
+    # a tool that reads no context (a `@tool` function declaring none) gets the turn's own
+    context = env.context if _reads_no_context(tool) else replace(env.context, call_id=call_id)
+    timer = env.timer
+    guard = timer.start(timeout)
+    try:
+        raw = await tool.call(args, context)
     except asyncio.CancelledError:
+        if timer.end(guard):
+            return _timed_out(name, timeout)
         raise
+    except TimeoutError:  # the tool's own, said as the runner's was (as it always was)
+        timer.end(guard)
+        return _timed_out(name, timeout)
     except Exception as exc:  # a tool's failure is a result for the model (R9)
+        timer.end(guard)
         return NormalisedResult(_error_text(exc)), "failed"
-    return normalise_result(raw, direct=spec.kind == "client"), "completed"
+    except BaseException:
+        timer.end(guard)
+        raise
+    timer.end(guard)
+    return normalise_result(raw, direct=False), "completed"
+
+
+def _reads_no_context(tool: Tool) -> bool:
+    params = getattr(tool, "context_params", None)
+    return isinstance(params, frozenset) and not params
+
+
+def _timed_out(name: str, waited: float) -> tuple[NormalisedResult, str]:
+    return NormalisedResult(f"Error: Tool `{name}` timed out after {waited:g} s."), "failed"
 
 
 def _error_text(exc: BaseException) -> str:
