@@ -21,10 +21,11 @@ chats whose text did not arrive whole: it should stay 0.
 `BENCH_WORKERS_ONLY=1` runs only the `--workers 2` rows.
 `BENCH_BEFORE_SRC=/path/to/other/src` adds a `before` contender: another
 checkout's toolrelay, measured in the same rounds (a before/after comparison).
-A last row runs `toolrelay serve --workers 2` unpinned (client and upstream
-share the two cores with it then), with Redis as the bus. Each worker has its
-own SO_REUSEPORT listener; `split` is the CPU share of the busiest worker over
-the wave (0.50 is an even split).
+Two last rows run `toolrelay serve --workers 2` unpinned (client and upstream
+share the two cores with it then): with Redis as the bus, and on the embedded
+default (SQLite, the bus the parent hosts over a Unix socket). Each worker has
+its own SO_REUSEPORT listener; `split` is the CPU share of the busiest worker
+over the wave (0.50 is an even split).
 """
 
 from __future__ import annotations
@@ -214,7 +215,8 @@ def toolrelay_env(
 @contextlib.contextmanager
 def servers(workers: int | None = None, bus: str | None = None) -> Iterator[list[Contender]]:
     """Upstream, proxy and toolrelay processes (and `before`, when asked), as contenders;
-    `workers`: toolrelay's `--workers` (None: one, pinned), on `bus` (`events_url`)."""
+    `workers`: toolrelay's `--workers` (None: one, pinned), on `bus` (None: the embedded
+    default, SQLite and the bus the parent hosts)."""
     pin = pinned()
     server_cpus = SERVER_CPUS if pin and workers is None else None
     env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLRELAY_")}
@@ -248,7 +250,7 @@ def servers(workers: int | None = None, bus: str | None = None) -> Iterator[list
             server_env = toolrelay_env(env, src, folder, port, upstream_url)
             if bus is not None:  # several workers share a bus (server/workers.py)
                 server_env["TOOLRELAY_EVENTS_URL"] = bus
-            # the pinned rows want one worker (the default is one per core with Redis)
+            # this tree's default is one worker per core: the pinned rows want one
             count = ["--workers", str(workers or 1)] if name == "toolrelay" else []
             pid = stack.enter_context(spawned(serve + count, server_env, server_cpus))
             found.append(Contender(name, port, auth, pid))
@@ -284,6 +286,8 @@ def run(*, quick: bool = False) -> None:
             os.sched_setaffinity(0, own)
             with servers(workers=2, bus=REDIS_URL) as contenders:
                 _rows("200 w=2 redis", 200, rounds, contenders)
+            with servers(workers=2) as contenders:  # SQLite, the parent's bus: the default
+                _rows("200 w=2 ipc", 200, rounds, contenders)
     finally:
         os.sched_setaffinity(0, own)
 

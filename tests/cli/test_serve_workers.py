@@ -52,7 +52,7 @@ def runs(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, dict[str, Any]]]:
 
 
 def test_more_than_one_worker_needs_a_shared_bus(tmp_path: Path, runs: list[Any]) -> None:
-    config = _config(tmp_path, events_url=None)
+    config = _config(tmp_path, events_url="memory")  # asked for the in-process bus
     result = invoke("serve", "--config", str(config), "--workers", "2")
     assert result.exit_code == 2
     assert "--workers 2 needs a shared event bus: set events_url" in result.stderr
@@ -109,13 +109,17 @@ def test_without_balancing_reuseport_uvicorn_workers_share_one_socket(
     assert isinstance(built, FastAPI)
 
 
-def test_the_default_is_every_core_with_a_shared_bus_else_one(
+def test_the_default_is_every_core(
     tmp_path: Path, runs: list[tuple[Any, dict[str, Any]]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr("os.cpu_count", lambda: 4)
     assert invoke("serve", "--config", str(_config(tmp_path, events_url=REDIS))).exit_code == 0
     assert runs[-1][1]["workers"] == 4 and runs[-1][1]["bus"] is None
     assert invoke("serve", "--config", str(_config(tmp_path, events_url=None))).exit_code == 0
+    assert runs[-1][1]["workers"] == 4  # on the bus the parent hosts
+    assert str(runs[-1][1]["bus"]).startswith("ipc:///")
+    memory = _config(tmp_path, events_url="memory")
+    assert invoke("serve", "--config", str(memory)).exit_code == 0
     assert not isinstance(runs[-1][0], str)  # one process: the app itself
 
 

@@ -3,7 +3,8 @@
 The in-process two-worker test (tests/server/test_backends.py) picks which
 worker gets each request; here the parent spawns the workers and the kernel
 spreads fresh connections over their SO_REUSEPORT listeners. The chat API's
-guarantees must hold across them on SQLite and on PostgreSQL, with Redis. Which worker
+guarantees must hold across them on both deployments: SQLite with the bus the
+parent hosts (`ipc://`, the default) and PostgreSQL with Redis. Which worker
 served a request is read from the log (`worker=<pid>` on its access line).
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import signal
 from pathlib import Path
 
@@ -22,7 +24,7 @@ from benchmarks.harness import ADMIN_KEY
 from tests.patience import HANG
 from tests.reliability.conftest import REDIS_URL
 from tests.reliability.test_crash import last_assistant, post_until_accepted, wait_for
-from tests.reliability.two_workers import two_workers
+from tests.reliability.two_workers import Workers, two_workers
 from tests.server.test_chats_api import new_chat, read_events, wait_saved
 from toolrelay.server.durability import SERVER_STOPPED
 from toolrelay.testing.fake_server import FakeModelServer, SSEReply
@@ -32,7 +34,7 @@ CHAT = "/v1/chat/completions"
 PARTIAL = ["partial ", "words ", "end"]
 WORDS = ["Hello ", "there, ", "all ", "in ", "one ", "piece."]
 BACKENDS = [
-    pytest.param(("sqlite", REDIS_URL), id="sqlite-redis", marks=pytest.mark.redis),
+    pytest.param(("sqlite", None), id="sqlite-ipc"),
     pytest.param(
         ("postgres", REDIS_URL),
         id="postgres-redis",
@@ -167,10 +169,19 @@ def _gone(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] == "Z"
 
 
-@pytest.mark.redis
-def test_sigterm_stops_the_workers_gracefully(tmp_path: Path, upstream: FakeModelServer) -> None:
-    with two_workers(tmp_path, upstream, "sqlite", REDIS_URL) as workers:
+def _bus_dir(workers: Workers) -> Path:
+    log = workers.server.log.read_text()
+    url = log.split("event bus: ipc://", 1)[1].split()[0]
+    return Path(url).parent
+
+
+def test_sigterm_stops_the_workers_gracefully_and_cleans_up(
+    tmp_path: Path, upstream: FakeModelServer
+) -> None:
+    with two_workers(tmp_path, upstream, "sqlite", None) as workers:
         pids = workers.ready()
+        bus_dir = _bus_dir(workers)
+        assert bus_dir.is_dir()
         process = workers.server.process
         assert process is not None
         process.send_signal(signal.SIGTERM)
@@ -178,15 +189,17 @@ def test_sigterm_stops_the_workers_gracefully(tmp_path: Path, upstream: FakeMode
         assert all(_gone(pid) for pid in pids)
         log = workers.server.log.read_text()
         assert log.count("Application shutdown complete.") == 2  # each ran its shutdown
+        assert not bus_dir.exists()
 
 
-@pytest.mark.redis
 def test_workers_stop_when_their_parent_is_killed(
     tmp_path: Path, upstream: FakeModelServer
 ) -> None:
-    with two_workers(tmp_path, upstream, "sqlite", REDIS_URL) as workers:
+    with two_workers(tmp_path, upstream, "sqlite", None) as workers:
         pids = workers.ready()
+        bus_dir = _bus_dir(workers)
         workers.server.kill()
         wait_for(lambda: all(_gone(pid) for pid in pids), "the orphaned workers stopped")
         log = workers.server.log.read_text()
         assert log.count("Application shutdown complete.") == 2  # gracefully
+        shutil.rmtree(bus_dir)  # the killed parent could not remove its run directory

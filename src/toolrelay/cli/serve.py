@@ -7,8 +7,8 @@ registry (model clients, tools, filters, API keys from the environment) is
 built. With no model configured, the embedded model (`config.local`) is
 started next and added as route `local` (it stops after uvicorn does). Only
 then is uvicorn started with that registry, or, with several workers (the
-default with Redis: one per core), the parent reserves the port and starts them
-(`server/supervisor.py`).
+default: one per core), the parent reserves the port and starts them
+(`server/supervisor.py`), hosting their bus when no `events_url` names one.
 This is the one CLI module that imports `toolrelay.server`, lazily, to start it.
 """
 
@@ -56,8 +56,8 @@ def serve(
         typer.Option(
             "--workers",
             metavar="N",
-            help="Server processes. Default: every core with events_url (Redis), else 1; "
-            "more than one needs events_url.",
+            help="Server processes. Default: every core (1 with the embedded model or the "
+            "code interpreter); they share events_url's bus, else one the parent hosts.",
         ),
     ] = None,
 ) -> None:
@@ -143,14 +143,14 @@ def _serve_workers(settings: Settings, count: int) -> None:
 
     from toolrelay.server.metrics import shared_across_workers, worker_exited
     from toolrelay.server.supervisor import REUSEPORT, reserve_port
-    from toolrelay.server.workers import prepare
+    from toolrelay.server.workers import prepare, shared_bus
 
     minted = asyncio.run(prepare(settings))
     if minted:
         sys.stderr.write(f"\ntoolrelay: admin API key (shown once, keep it): {minted}\n\n")
     with ExitStack() as stack:
-        bus_url = None  # they use events_url
         if REUSEPORT is None:
+            bus_url = stack.enter_context(shared_bus(settings))
             stack.enter_context(shared_across_workers(settings.host, settings.metrics_port))
             _uvicorn_workers(settings, count, bus_url)
             return
@@ -161,6 +161,7 @@ def _serve_workers(settings: Settings, count: int) -> None:
                 f"cannot listen on {settings.host}:{settings.port}: {exc.strerror}"
             ) from None
         settings = settings.model_copy(update={"port": reserved.getsockname()[1]})
+        bus_url = stack.enter_context(shared_bus(settings))
         metrics_dir = stack.enter_context(
             shared_across_workers(settings.host, settings.metrics_port)
         )

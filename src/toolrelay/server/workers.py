@@ -3,10 +3,12 @@
 Each worker is a whole server, with its own registry and upstream pools; they
 share the database and the event bus. The chat API's guarantees across workers
 (one turn per chat, resume from any worker, cancel from any worker) live in
-the bus, so the workers must share one: Redis (`events_url`). The in-process
-bus cannot: each process would have its own locks and logs. So the default is
-every core with Redis (`default_workers`), except where state lives in one
-process: the embedded model runs in the process that
+the bus, so the workers must share one: Redis when `events_url` names it, else
+the bus the parent hosts (`shared_bus`: a `BusHost`, one `MemoryBus` served
+over a Unix socket in a per-run directory, `ipc://…` for the workers). The
+in-process bus (`events_url = "memory"`) cannot: each process would have its
+own locks and logs. So the default is every core (`default_workers`), except
+where state lives in one process: the embedded model runs in the process that
 loaded it, and a chat's code kernel (its variables, its files) in one process
 while the chat's next turn may land on another worker; both mean one worker.
 
@@ -22,6 +24,11 @@ JSON in `SETTINGS_ENV`. How the workers are started, kept and stopped:
 from __future__ import annotations
 
 import os
+import shutil
+import socket
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Final
 
 from toolrelay.config.settings import Settings
@@ -37,18 +44,23 @@ __all__ = [
     "check_workers",
     "default_workers",
     "prepare",
+    "shared_bus",
     "worker_settings",
 ]
 
 SETTINGS_ENV: Final = "TOOLRELAY_WORKER_SETTINGS"
 EVENTS_ENV: Final = "TOOLRELAY_WORKER_EVENTS_URL"
-"""A bus the parent gives its workers, for uvicorn's (the fallback without SO_REUSEPORT)."""
+"""The parent's bus (`ipc://…`) for uvicorn's workers (the fallback without SO_REUSEPORT)."""
+_SOCKET_PATH_ROOM: Final = 90
+_IPC = hasattr(socket, "AF_UNIX")
+"""The inter-process bus needs Unix sockets (not on Windows)."""
 
 
 def default_workers(settings: Settings, *, local: bool) -> int:
-    """Every core when the bus is shared (Redis) and nothing lives in one process, else
-    one: what keeps the guarantees (module doc)."""
-    shared = bool(settings.events_url) and settings.events_url != "memory"
+    """Every core when the bus can be shared (Redis, or the parent's) and nothing lives in
+    one process, else one: what keeps the guarantees (module doc)."""
+    url = settings.events_url
+    shared = url != "memory" if url else _IPC
     if shared and not local and not settings.code_interpreter.enabled:
         return os.cpu_count() or 1
     return 1
@@ -71,12 +83,13 @@ def check_workers(workers: int, settings: Settings, *, local: bool) -> None:
             "turn may reach another worker (losing its variables and files); serve it with "
             '--workers 1, or set [code_interpreter] engine = "off"'
         )
-    if not settings.events_url or settings.events_url == "memory":
+    if settings.events_url == "memory" or (not settings.events_url and not _IPC):
         raise ConfigError(
             f"--workers {workers} needs a shared event bus: set events_url "
-            "(e.g. redis://127.0.0.1:6379/0). With the in-process bus each worker has "
-            "its own chat locks and event logs, so one turn per chat, resume and cancel "
-            "would not hold across workers"
+            "(e.g. redis://127.0.0.1:6379/0)"
+            + ("" if settings.events_url else ", or leave it unset where Unix sockets exist")
+            + ". With the in-process bus each worker has its own chat locks and event logs, "
+            "so one turn per chat, resume and cancel would not hold across workers"
         )
 
 
@@ -96,9 +109,31 @@ async def prepare(settings: Settings) -> str | None:
         await store.close()
 
 
+@contextmanager
+def shared_bus(settings: Settings) -> Iterator[str | None]:
+    """Around the workers in the parent: with no `events_url`, the parent hosts the bus
+    (`BusHost`) on a Unix socket in a per-run directory, removed at the end, and yields its
+    `ipc://` url for the workers; else None (they use `events_url`)."""
+    if settings.events_url:
+        yield None
+        return
+    from toolrelay.adapters.events.ipc import BusHost
+
+    run_dir = tempfile.mkdtemp(prefix="toolrelay-run-")
+    if len(run_dir) > _SOCKET_PATH_ROOM:  # a long TMPDIR: a Unix socket path has ~100 bytes
+        os.rmdir(run_dir)
+        run_dir = tempfile.mkdtemp(prefix="toolrelay-run-", dir="/tmp")
+    try:
+        path = os.path.join(run_dir, "bus.sock")
+        with BusHost(path):
+            yield f"ipc://{path}"
+    finally:
+        shutil.rmtree(run_dir, ignore_errors=True)
+
+
 def worker_settings(events_url: str | None) -> Settings:
     """The settings the parent checked (`SETTINGS_ENV`), on the parent's bus if it hosts one
-    (set after validation: a url the parent gives, not a setting)."""
+    (set after validation: `ipc://` is the parent's to give, not a setting)."""
     settings = Settings.model_validate_json(os.environ[SETTINGS_ENV])
     if events_url:
         settings = settings.model_copy(update={"events_url": events_url})

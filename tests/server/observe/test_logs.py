@@ -73,6 +73,7 @@ headers = {{ "X-Api-Token" = "{self.secrets["header"]}" }}
         }
         command = "from toolrelay.cli.main import app; app()"
         args = ["serve", "--config", str(config), "--log-format", "json", "--log-level", "DEBUG"]
+        args += ["--workers", "1"]  # one process's lines (several: test_metrics_workers.py)
         self.log_path = tmp_path / "server.log"
         self._log = self.log_path.open("wb")
         self.process = subprocess.Popen(
