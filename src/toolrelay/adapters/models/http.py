@@ -19,8 +19,8 @@ Rules:
 3. Timeouts: `connect` is httpx's; `first_byte` covers status line, headers
    and the first chunk; `idle` is the longest gap between chunks; `total`
    bounds everything, retries included. One timer per model call watches
-   them all (`adapters.models.body.Watchdog`), handed from the request to
-   the body (`UpstreamBody`), so a stalled server cannot hold a turn forever.
+   them all (`adapters.models.watchdog`), handed from the request to the
+   body (`adapters.models.body`), so a stalled server cannot hold a turn forever.
 4. A stream that ends, fails or is closed releases its connection at once
    (back to the pool if the body was read to the end, dropped otherwise).
 """
@@ -33,7 +33,7 @@ import logging
 import random
 import ssl
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 from typing import Any, Final
@@ -41,9 +41,10 @@ from typing import Any, Final
 import httpx
 import orjson
 
-from toolrelay.adapters.models.body import DEFAULT_TIMEOUTS, Timeouts, UpstreamBody, Watchdog
+from toolrelay.adapters.models.body import UpstreamBody
 from toolrelay.adapters.models.direct import Sender
-from toolrelay.adapters.models.errors import describe, error_from_response, lost_connection
+from toolrelay.adapters.models.errors import describe, error_from_response
+from toolrelay.adapters.models.watchdog import DEFAULT_TIMEOUTS, Timeouts, Watchdog
 from toolrelay.core.formats.content import detect_format
 from toolrelay.engine.interfaces import ModelRequest
 from toolrelay.errors import ProviderError
@@ -302,22 +303,13 @@ class Upstream:
     async def _first_chunk(self, response: httpx.Response, watch: Watchdog) -> UpstreamBody:
         # the raw stream skips httpx's decoder chain; it is only needed for a compressed body
         encoded = response.headers.get("content-encoding", "identity").lower() != "identity"
-        chunks = response.aiter_bytes() if encoded else _raw_chunks(response)
-        try:
-            first = await anext(chunks, None)
-        except asyncio.CancelledError:
-            expired = watch.timed_out()
-            if expired is None:
-                raise
-            raise expired from None
-        except httpx.TransportError as exc:
-            raise lost_connection(exc) from exc
+        body = UpstreamBody(response, watch, decode=encoded)
+        first = await body.first()  # a timeout or a lost connection: its ProviderError
         watch.settled()
-        fmt = detect_format(first or b"", response.headers.get("content-type"))
-        result = UpstreamBody(response, chunks, first, fmt, watch)
+        body.format = detect_format(first or b"", response.headers.get("content-type"))
         if first is None:
-            await result.aclose()
-        return result
+            await body.aclose()
+        return body
 
     async def _failure(self, response: httpx.Response, watch: Watchdog) -> _Retryable:
         """Read the error body (best effort), close, and say whether to try again."""
@@ -385,16 +377,3 @@ class APIClient:
 
     async def aclose(self) -> None:
         await self.upstream.aclose()
-
-
-def _raw_chunks(response: httpx.Response) -> AsyncIterator[bytes]:
-    """The body's chunks as the transport hands them over: what `aiter_raw` yields,
-    without its layer per chunk (an async generator around the stream, counting bytes
-    and running a chunker that has nothing to do). `UpstreamBody.aclose` closes the
-    response, as `aiter_raw` would at the end; transport errors are the same
-    `httpx.TransportError`s (the transport maps them)."""
-    stream = response.stream
-    if response.is_stream_consumed or not isinstance(stream, httpx.AsyncByteStream):
-        return response.aiter_raw()  # raises what httpx raises for these
-    response.is_stream_consumed = True
-    return stream.__aiter__()
