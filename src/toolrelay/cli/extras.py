@@ -46,5 +46,5 @@ def require_for_urls(database_url: str, events_url: str | None) -> None:
     """The drivers the configured database and event log need."""
     if database_url.startswith("postgresql"):
         require("a PostgreSQL database_url", "postgres", POSTGRES)
-    if events_url is not None and events_url != "memory":
-        require("a Redis events_url", "redis", REDIS)
+    if events_url is not None and events_url.startswith(("redis://", "rediss://", "unix://")):
+        require("a Redis events_url", "redis", REDIS)  # memory and ipc:// need no extra
