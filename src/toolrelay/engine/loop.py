@@ -140,6 +140,10 @@ class Turn:
         self._tool_specs = [t.spec.openai_spec() for t in setup.tools.values()]
         self._replay = ChatReplay()
         self.watch: TurnObserver | None = None
+        self._ids_of: Sequence[Message] | None = None
+        self._history_ids: set[str] = set()
+        self._output_ids: set[str] = set()
+        self._ids_seen = 0
 
     async def run(self) -> RunResult:
         observer = self.setup.observer
@@ -279,7 +283,7 @@ class Turn:
             clock=setup.clock,
             offset=len(self.output),
             quiet=self.emitter.quiet,
-            call_ids=used_call_ids(request.messages, self.output),
+            call_ids=self._used_call_ids(request.messages),
             text_tools=callable_names(setup.tools, request.params.get("tool_choice"))
             if setup.text_tool_calls and request.tools
             else (),
@@ -306,6 +310,20 @@ class Turn:
         await self.emitter.emit_many(reader.finish(dropped=dropped))
         self._reader = None
         return self._absorb(reader.result())
+
+    def _used_call_ids(self, messages: Sequence[Message]) -> set[str]:
+        """`used_call_ids(messages, self.output)`, kept up to date instead of made anew per
+        model call (the scan grew with every round): the history's ids once per messages
+        object, the output's as items are added (a replaced item keeps its call id)."""
+        if messages is not self._ids_of:
+            self._ids_of, self._history_ids = messages, used_call_ids(messages, ())
+        output, ids = self.output, self._output_ids
+        for item in output[self._ids_seen :]:
+            call_id = item.get("call_id") if isinstance(item, Mapping) else None
+            if isinstance(call_id, str) and call_id:
+                ids.add(call_id)
+        self._ids_seen = len(output)
+        return self._history_ids | ids
 
     def _absorb(self, read: ReadResult) -> ReadResult:
         self.output.extend(read.output)

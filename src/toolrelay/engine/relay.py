@@ -247,7 +247,7 @@ class Relay:
             capabilities=self.capabilities,
             user=user if user is not None else {"role": "admin"},
         )
-        if tags is not None:
+        if tags is not None and tags.code_interpreter != allowed:
             tags = dataclasses.replace(tags, code_interpreter=allowed)
         return (self.code_runner if allowed else None), tags
 

@@ -8,7 +8,7 @@ import logging
 import httpx
 import pytest
 
-from toolrelay.adapters.models.direct import Sender
+from toolrelay.adapters.models.direct import Sender, header_values
 
 HEADERS = {"content-type": "application/json", "accept": "text/event-stream", "x-key": "k"}
 BODY = b'{"model":"m"}'
@@ -119,3 +119,13 @@ async def test_httpx_request_log_line_is_kept(caplog: pytest.LogCaptureFixture) 
     lines = [r.getMessage() for r in caplog.records if r.name == "httpx"]
     assert lines == ['HTTP Request: POST http://fake/v1/x "HTTP/1.1 200 OK"']
     await client.aclose()
+
+
+def test_header_values_are_what_headers_get_gives() -> None:
+    headers = httpx.Headers(
+        [("Content-Type", "text/event-stream"), ("Set-Cookie", "a=1"), ("set-cookie", "b=2")]
+    )
+    names = (b"content-type", b"set-cookie", b"content-encoding")
+    got = header_values(headers, *names)
+    assert got == [headers.get(name.decode()) for name in names]
+    assert got == ["text/event-stream", "a=1, b=2", None]

@@ -42,7 +42,7 @@ import httpx
 import orjson
 
 from toolrelay.adapters.models.body import UpstreamBody
-from toolrelay.adapters.models.direct import Sender
+from toolrelay.adapters.models.direct import Sender, header_values
 from toolrelay.adapters.models.errors import describe, error_from_response
 from toolrelay.adapters.models.watchdog import DEFAULT_TIMEOUTS, Timeouts, Watchdog
 from toolrelay.core.formats.content import detect_format
@@ -301,12 +301,15 @@ class Upstream:
             raise
 
     async def _first_chunk(self, response: httpx.Response, watch: Watchdog) -> UpstreamBody:
+        encoding, content_type = header_values(
+            response.headers, b"content-encoding", b"content-type"
+        )
         # the raw stream skips httpx's decoder chain; it is only needed for a compressed body
-        encoded = response.headers.get("content-encoding", "identity").lower() != "identity"
+        encoded = (encoding or "identity").lower() != "identity"
         body = UpstreamBody(response, watch, decode=encoded)
         first = await body.first()  # a timeout or a lost connection: its ProviderError
         watch.settled()
-        body.format = detect_format(first or b"", response.headers.get("content-type"))
+        body.format = detect_format(first or b"", content_type)
         if first is None:
             await body.aclose()
         return body
