@@ -108,3 +108,18 @@ async def test_the_total_passing_between_reads_is_raised_at_the_next_read(
     assert tracker.open_bodies == 0
     assert [c async for c in stream] == []
     await client.aclose()
+
+
+async def test_an_idle_timeout_of_zero_still_ends_a_stalled_read(
+    server: FakeModelServer, tracker: TrackingTransport
+) -> None:
+    server.script(SSEReply([{"i": i} for i in range(3)], stall_after=1, stall_for=3600))
+    client = chat(server, tracker, idle=0)
+    stream = await client.open(REQUEST)
+    await anext(stream)
+    with pytest.raises(ProviderError) as info:
+        async with asyncio.timeout(HANG):
+            await anext(stream)
+    assert info.value.message == "Model server timed out: no data for 0 s"
+    assert tracker.open_bodies == 0
+    await client.aclose()

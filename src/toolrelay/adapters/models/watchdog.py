@@ -36,7 +36,7 @@ from typing import Any, Final
 from toolrelay.adapters.models.errors import timeout_error
 from toolrelay.errors import ProviderError
 
-__all__ = ["DEFAULT_TIMEOUTS", "SAMPLES", "Timeouts", "Watchdog"]
+__all__ = ["DEFAULT_TIMEOUTS", "MIN_STEP", "SAMPLES", "Timeouts", "Watchdog"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +53,9 @@ DEFAULT_TIMEOUTS: Final = Timeouts()
 
 SAMPLES: Final = 8
 """Looks per idle period at a body being read (rule 2)."""
+
+MIN_STEP: Final = 0.001
+"""Seconds between looks at the least: an idle timeout of 0 must not spin the loop."""
 
 _OPENING, _READING, _ENDING = 0, 1, 2
 
@@ -85,7 +88,7 @@ class Watchdog:
         self.timeouts = timeouts
         total = timeouts.total
         self.total_at = None if total is None else loop.time() + total
-        self._step = timeouts.idle / SAMPLES
+        self._step = max(timeouts.idle / SAMPLES, MIN_STEP)
         self.handle: asyncio.TimerHandle | None = None
         self.task: asyncio.Task[Any] | None = None
         self._cancelling = 0
