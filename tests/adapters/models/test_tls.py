@@ -21,7 +21,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from toolrelay.adapters.models import OpenAIChat, Retry
-from toolrelay.adapters.models.http import POOLS, HTTPOptions, Upstream, tls_context
+from toolrelay.adapters.models.http import PER_POOL, POOLS, HTTPOptions, Upstream, tls_context
 from toolrelay.engine.interfaces import ModelRequest
 from toolrelay.errors import ProviderError
 
@@ -157,7 +157,12 @@ async def test_every_pool_shares_one_context(
 
     monkeypatch.setattr(httpx, "create_ssl_context", counted)
     upstreams = [Upstream(HTTPOptions()), Upstream(HTTPOptions())]  # two model servers
-    senders = [u.client for u in upstreams for _ in range(POOLS + 1)]
+    senders = []
+    for u in upstreams:
+        for _ in range(POOLS * PER_POOL):  # requests in flight fill every pool
+            sender = u.client
+            sender.counted()
+            senders.append(sender)
     assert len({id(s.client) for s in senders}) == 2 * POOLS  # the pools are there
     assert len(made) == 1  # and only the first made a context
     for u in upstreams:

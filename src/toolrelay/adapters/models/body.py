@@ -39,8 +39,17 @@ class UpstreamBody:
     `decode`: a compressed body, read through httpx's decoders (`aiter_bytes`).
     """
 
-    def __init__(self, response: httpx.Response, watchdog: Watchdog, *, decode: bool) -> None:
+    def __init__(
+        self,
+        response: httpx.Response,
+        watchdog: Watchdog,
+        *,
+        decode: bool,
+        released: Callable[[], None] | None = None,
+    ) -> None:
         self.response = response
+        self._released = released
+        """Called once when the connection goes back (the pool choice counts bodies open)."""
         self.format: BodyFormat = "json"
         """Set by the opener once the first chunk is in (`core.formats.content`)."""
         chunks: AsyncIterator[bytes]
@@ -133,6 +142,9 @@ class UpstreamBody:
         except RuntimeError:  # mid-read in another task: closing the response ends that read
             pass
         finally:
+            released, self._released = self._released, None
+            if released is not None:
+                released()
             await self.response.aclose()
 
     async def aclose(self) -> None:

@@ -25,7 +25,7 @@ What needs httpx's layers still gets them, so behaviour does not change:
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,6 +52,21 @@ class Sender:
     def __init__(self, client: httpx.AsyncClient) -> None:
         self.client = client
         self._routes: dict[tuple[str, bool], _Route | None] = {}
+        self.open = 0
+        """Requests sent on this client whose bodies are not released yet (`counted`)."""
+
+    def counted(self) -> Callable[[], None]:
+        """Count one more request; the returned call (idempotent) counts it done."""
+        self.open += 1
+        counting = True
+
+        def done() -> None:
+            nonlocal counting
+            if counting:
+                counting = False
+                self.open -= 1
+
+        return done
 
     async def post(
         self, url: str, body: bytes, headers: Mapping[str, str], *, stream: bool
