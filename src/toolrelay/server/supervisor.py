@@ -97,26 +97,26 @@ def reserve_port(host: str, port: int) -> socket.socket:
     with _socket(host, share=False) as probe:  # fails if anyone holds the port
         probe.bind((host, port))
         port = int(probe.getsockname()[1])
-    sock = _socket(host, share=True)
-    try:
-        sock.bind((host, port))
-    except BaseException:
-        sock.close()
-        raise
-    return sock
+    return _bound(host, port)
 
 
 def worker_socket(host: str, port: int) -> socket.socket:
     """A worker's own socket on the shared port, bound but not listening yet: the server
     listens once the app has started, so the kernel sends it no connection before (a
     restarted worker's start-up takes seconds; connections queued on it would wait)."""
+    sock = _bound(host, port)
+    sock.set_inheritable(False)
+    return sock
+
+
+def _bound(host: str, port: int) -> socket.socket:
+    """A `SO_REUSEPORT` socket bound to host:port (closed again if the bind fails)."""
     sock = _socket(host, share=True)
     try:
         sock.bind((host, port))
     except BaseException:
         sock.close()
         raise
-    sock.set_inheritable(False)
     return sock
 
 
