@@ -4,13 +4,13 @@ ends as a timeout result, every other call runs to its end, outside cancels stay
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from typing import Any
 
 import pytest
 
 from tests.patience import HANG
+from tests.timers import timers_asked
 from toolrelay import Relay, tool
 from toolrelay.core.items import is_call_output, raw_items
 from toolrelay.testing.scripted_model import ScriptedModel, reply
@@ -24,26 +24,15 @@ def outputs(result: Any) -> dict[str, str]:
     return {names[i["call_id"]]: str(i["output"]) for i in items if is_call_output(i)}
 
 
-@contextmanager
-def counted_timers() -> Iterator[list[float]]:
+def counted_timers() -> AbstractContextManager[list[float]]:
     """Deadlines of the timers as far out as a tool call's timeout (120 s by default): the
     turn's `ToolTimer`, or an `asyncio.timeout` (not the 0.25 s grace after a body's end)."""
     loop = asyncio.get_running_loop()
-    seen: list[float] = []
-    call_at = loop.call_at
-
-    def counting(when: float, callback: Any, *args: Any, **kwargs: Any) -> asyncio.TimerHandle:
-        owner = type(getattr(callback, "__self__", None))
-        far = when > loop.time() + 60
-        if far and (owner is asyncio.Timeout or owner.__name__ == "ToolTimer"):
-            seen.append(when)
-        return call_at(when, callback, *args, **kwargs)
-
-    loop.call_at = counting  # type: ignore[method-assign,assignment]
-    try:
-        yield seen
-    finally:
-        del loop.call_at
+    return timers_asked(
+        lambda when, owner: (
+            when > loop.time() + 60 and (owner is asyncio.Timeout or owner.__name__ == "ToolTimer")
+        )
+    )
 
 
 @pytest.mark.parametrize("hang_first", [True, False])

@@ -4,14 +4,14 @@ should end, and only those."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from typing import Any
 
 import pytest
 
 from tests.http_tracking import TrackingTransport
 from tests.patience import HANG
+from tests.timers import timers_asked
 from toolrelay.adapters.models import OpenAIChat, Retry, Timeouts
 from toolrelay.adapters.models.http import HTTPOptions
 from toolrelay.engine.interfaces import ModelRequest
@@ -31,25 +31,12 @@ def chat(
     return OpenAIChat(base_url=server.base_url, model="m", http=http)
 
 
-@contextmanager
-def counted_timers() -> Iterator[list[float]]:
+def counted_timers() -> AbstractContextManager[list[float]]:
     """The deadlines of the timers our code asks the running loop for: its own and
     `asyncio.timeout`'s (not those of httpx's connection pool)."""
-    loop = asyncio.get_running_loop()
-    seen: list[float] = []
-    call_at = loop.call_at
-
-    def counting(when: float, callback: Any, *args: Any, **kwargs: Any) -> asyncio.TimerHandle:
-        owner = type(getattr(callback, "__self__", None))
-        if owner is asyncio.Timeout or owner.__module__.startswith("toolrelay."):
-            seen.append(when)
-        return call_at(when, callback, *args, **kwargs)
-
-    loop.call_at = counting  # type: ignore[method-assign,assignment]
-    try:
-        yield seen
-    finally:
-        del loop.call_at
+    return timers_asked(
+        lambda _, owner: owner is asyncio.Timeout or owner.__module__.startswith("toolrelay.")
+    )
 
 
 async def test_a_model_call_read_to_its_end_uses_one_timer(server: FakeModelServer) -> None:
