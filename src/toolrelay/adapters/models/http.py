@@ -44,6 +44,7 @@ import orjson
 from toolrelay.adapters.models.body import UpstreamBody
 from toolrelay.adapters.models.direct import Sender, header_values
 from toolrelay.adapters.models.errors import describe, error_from_response
+from toolrelay.adapters.models.pool import make_fair
 from toolrelay.adapters.models.watchdog import DEFAULT_TIMEOUTS, Timeouts, Watchdog
 from toolrelay.core.formats.content import detect_format
 from toolrelay.engine.interfaces import ModelRequest
@@ -237,7 +238,7 @@ class Upstream:
 
     def _new_client(self) -> httpx.AsyncClient:
         t = self.timeouts
-        return httpx.AsyncClient(
+        client = httpx.AsyncClient(
             transport=self._transport,
             verify=tls_context(),
             timeout=httpx.Timeout(connect=t.connect, read=None, write=None, pool=t.connect),
@@ -248,6 +249,8 @@ class Upstream:
             ),
             follow_redirects=True,
         )
+        make_fair(client)  # one idle connection per request at a time (pool.py)
+        return client
 
     async def aclose(self) -> None:
         clients, self._clients = self._clients, []
