@@ -10,7 +10,8 @@ mode, `PROMETHEUS_MULTIPROC_DIR`), and `/metrics` on any worker, like the
 `metrics_port` listener (then run by the parent process, so it outlives any
 worker), adds them up: counters and histograms summed over every worker that
 ran, gauges summed over the live ones. The directory is removed when the
-server stops (one given in `PROMETHEUS_MULTIPROC_DIR` is emptied at start).
+server stops, or by the next one if it was killed (`run_dirs.py`); one given in
+`PROMETHEUS_MULTIPROC_DIR` is emptied at start.
 
 | metric | labels |
 |---|---|
@@ -30,7 +31,6 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -49,6 +49,7 @@ from prometheus_client import (
 )
 
 from toolrelay.engine.observer import ModelCall, ToolCall, TurnStart, TurnSummary
+from toolrelay.server import run_dirs
 
 __all__ = ["CONTENT_TYPE", "MULTIPROC_ENV", "Metrics", "shared_across_workers", "worker_exited"]
 
@@ -83,7 +84,7 @@ def shared_across_workers(host: str, metrics_port: int | None) -> Iterator[str]:
     """Around the workers, in the parent: the workers' shared directory (in the
     environment they inherit), and the `metrics_port` listener over all of them."""
     given = _shared_dir()
-    path = given or tempfile.mkdtemp(prefix="toolrelay-metrics-")
+    path = given or run_dirs.make("metrics")
     if given:  # a previous run's numbers would be added in
         for old in Path(given).glob("*.db"):
             old.unlink(missing_ok=True)

@@ -26,13 +26,13 @@ from __future__ import annotations
 import os
 import shutil
 import socket
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Final
 
 from toolrelay.config.settings import Settings
 from toolrelay.errors import ConfigError
+from toolrelay.server import run_dirs
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -119,10 +119,10 @@ def shared_bus(settings: Settings) -> Iterator[str | None]:
         return
     from toolrelay.adapters.events.ipc import BusHost
 
-    run_dir = tempfile.mkdtemp(prefix="toolrelay-run-")
+    run_dir = run_dirs.make("run")  # and gone with its socket if we are killed (run_dirs.py)
     if len(run_dir) > _SOCKET_PATH_ROOM:  # a long TMPDIR: a Unix socket path has ~100 bytes
         os.rmdir(run_dir)
-        run_dir = tempfile.mkdtemp(prefix="toolrelay-run-", dir="/tmp")
+        run_dir = run_dirs.make("run", "/tmp")
     try:
         path = os.path.join(run_dir, "bus.sock")
         with BusHost(path):
