@@ -15,9 +15,8 @@ chats on warm pools, first tokens at p50 2.1 s and p99 3.6 s, against
 
 1. an idle connection already handed to a request that has not started on it
    is not handed to another one (nor closed as surplus);
-2. at most `max_keepalive_connections` idle connections are kept (httpcore's
-   pass compares the number of all connections with that limit, and so
-   closes idle ones while others are busy);
+2. as in httpcore, an idle connection is closed while the pool holds more than
+   `max_keepalive_connections` connections, busy ones included;
 3. closed and expired connections are dropped as before, and a request with no
    connection to take gets a new one while `max_connections` allows, else one
    in place of an idle connection, else waits, as before.
@@ -44,21 +43,19 @@ class FairPool(httpcore.AsyncConnectionPool):
         handed = {id(r.connection) for r in self._requests if r.connection is not None}
         closing: list[httpcore.AsyncConnectionInterface] = []
         kept: list[httpcore.AsyncConnectionInterface] = []
-        idle = 0
+        remaining = len(self._connections)
         for connection in self._connections:
             if connection.is_closed():
-                continue
-            if connection.has_expired():
+                remaining -= 1
+            elif connection.has_expired() or (
+                connection.is_idle()
+                and id(connection) not in handed
+                and remaining > self._max_keepalive_connections
+            ):
                 closing.append(connection)
-                continue
-            if connection.is_idle() and id(connection) not in handed:
-                if self._max_keepalive_connections is not None and (
-                    idle >= self._max_keepalive_connections
-                ):
-                    closing.append(connection)
-                    continue
-                idle += 1
-            kept.append(connection)
+                remaining -= 1
+            else:
+                kept.append(connection)
         self._connections = kept
         for request in self._requests:
             if request.connection is not None:
