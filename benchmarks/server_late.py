@@ -6,7 +6,8 @@ one of them has its first token, NEW more chats start at once, and their time to
 first token (from their own start) is what is reported, p50 / p99, for the
 fake upstream alone, the pass-through proxy (the floor) and toolrelay (and
 `before` with `BENCH_BEFORE_SRC`), the same processes and pinning as
-`server_load`, the contenders alternating per round (median of ROUNDS).
+`server_load`, the contenders alternating per round, each round starting one
+later (`server_load.rotated`; median of ROUNDS).
 `flowing` is the median TTFT of the N background chats, for scale.
 """
 
@@ -94,8 +95,8 @@ def run(*, quick: bool = False) -> None:
 
 def _rows(n: int, rounds: int, contenders: list[server_load.Contender]) -> None:
     found: dict[str, list[tuple[float, float, float]]] = {c.name: [] for c in contenders}
-    for _ in range(rounds):
-        for c in contenders:
+    for turn in range(rounds):
+        for c in server_load.rotated(contenders, turn):
             if c.pid:
                 server_load.settled(c.pids())
             new, flowing = asyncio.run(scenario(c.port, c.headers, n))

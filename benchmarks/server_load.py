@@ -10,8 +10,8 @@ from the fake upstream in its own process), N chats started at once:
 
 With two or more cores the servers are pinned to CPU 0 and the upstream and
 the load client to CPU 1, so a server's own queueing is what the figures show.
-Reported per N (the median of ROUNDS rounds, the contenders alternating so
-drift hits all alike): added time to first token p50 / p99 (the contender's
+Reported per N (the median of ROUNDS rounds, the contenders alternating and
+each round starting one later, so drift and the previous wave hit all alike): added time to first token p50 / p99 (the contender's
 TTFT percentile minus the upstream's), TTFB p50 (response head), server CPU
 per chat (from /proc, until the server is idle again: work left for after the
 answers counts too) and content chunks per chat, then toolrelay's figures
@@ -308,8 +308,8 @@ def workers_supported() -> bool:
 
 def _rows(label: str, n: int, rounds: int, contenders: list[Contender]) -> None:
     runs: dict[str, list[Figures]] = {c.name: [] for c in contenders}
-    for _ in range(rounds):
-        for contender in contenders:
+    for turn in range(rounds):
+        for contender in rotated(contenders, turn):
             runs[contender.name].append(_measure_direct(contender, n))
     figures = {name: median_figures(r) for name, r in runs.items()}
     base, floor = figures["upstream"], figures["proxy"]
@@ -339,6 +339,14 @@ def _rows(label: str, n: int, rounds: int, contenders: list[Contender]) -> None:
         if f.split is not None:
             line += f"  split {f.split:.2f}"
         print(line)
+
+
+def rotated(contenders: list[Contender], turn: int) -> list[Contender]:
+    """This round's order: each round starts one contender later, so none always runs right
+    after the same one (whoever ran right after the proxy's wave of 500 was seconds slower in
+    the next rounds, whichever tree it was; swapping two trees swapped their figures)."""
+    turn %= len(contenders)
+    return contenders[turn:] + contenders[:turn]
 
 
 def _measure_direct(contender: Contender, n: int) -> Figures:
