@@ -126,3 +126,100 @@ def test_any_body_cut_anywhere_gives_the_full_parsers_frames(
 ) -> None:
     body = b"".join(piece + end for piece, end in lines)
     assert fed(body, cuts) == reference(body)
+
+
+def event_reads(body: bytes) -> list[int]:
+    """Cuts after each blank line: one event per read, what a streamed response
+    mostly arrives as (the shortcut for a read that is one whole event)."""
+    return [i + 2 for i in range(len(body)) if body[i : i + 2] == b"\n\n"]
+
+
+ONE_EVENT_READS = [
+    b"data: 1\n\n",
+    b"event: a\ndata: 1\n\n",
+    b"data: \n\n",  # an empty payload
+    b"data: data: 1\n\n",  # `data: ` inside the payload
+    b"event: data: \ndata: 1\n\n",  # and inside the type
+    b"event: xdata: 1\n\n",  # `data: ` not at a line start
+    b"xdata: 1\n\n",
+    b"data:1\n\n",
+    b"data: 1\r\n\r\n",  # CR line ends
+    b"data: 1\r\r",
+    b"data: 1\r\n\n",
+    b"data: 1\n\r\n",
+    b"data: 1\rdata: 2\n\n",  # a CR inside: two data lines
+    b"data: {\r}\n\n",
+    b"event: a\r\ndata: 1\n\n",
+    b"event: a\rb\ndata: 1\n\n",
+    b"event: error\r\ndata: 1\n\n",
+    b"event: a\rid: 7\ndata: 1\n\n",
+    b"event: error\ndata: 1\n\n",  # comes whole, with its type
+    b"event:error\ndata: 1\n\n",
+    b"event: errors\ndata: 1\n\n",
+    b"event:  error\ndata: 1\n\n",
+    b"event: a\nevent: error\ndata: 1\n\n",
+    b"event: a\n\ndata: 1\n\n",
+    b"data: [DONE]\n\n",
+    b"event: a\ndata: [DONE]\n\n",
+    b"data: [DONE] \n\n",
+    b": comment\ndata: 1\n\n",
+    b"data: 1\n: comment\n\n",
+    b"id: 7\ndata: 1\n\n",  # the id is kept
+    b"data: 1\nid: 7\n\n",
+    b"event: a\nid: 7\ndata: 1\n\n",
+    b"retry: 5\ndata: 1\n\n",
+    b"data: 1\nretry: 5\n\n",
+    b"data: 1\ndata: 2\n\n",
+    b"data: 1\n\n\n",  # one blank line more
+    b"data: 1\n\n\n\n",
+    b"\ndata: 1\n\n",
+    b"data: 1\n",  # an event not ended yet
+    b"data: 1",
+    b"data: ",
+    b"data: 1\n\ndata: 2\n\n",  # two events in one read
+    b"data: 1\n\ndata: 2",
+    b"\xef\xbb\xbfdata: 1\n\n",  # a BOM after the start is not dropped
+    b"data: \xc3\xa9\xe2\x82\xac\n\n",  # UTF-8
+    b"data: \xc3\n\n",  # cut UTF-8: the bytes as they came
+]
+
+
+def test_a_read_of_one_whole_event_gives_the_full_parsers_frames() -> None:
+    """Each read, after a warm-up event, alone; then followed by a plain event (what
+    it held or ended must carry over), and cut at every byte after the warm-up."""
+    for read in ONE_EVENT_READS:
+        for body in (b"data: 0\n\n" + read, b"data: 0\n\n" + read + b"data: 9\n\n"):
+            assert fed(body, event_reads(body)) == reference(body), (read, body)
+            for cut in range(9, len(body) + 1):
+                assert fed(body, [9, cut]) == reference(body), (read, cut)
+
+
+def test_one_event_reads_come_as_their_payloads() -> None:
+    dec = SSEDecoder()
+    reads = [b"data: 0\n\n", b"data: 1\n\n", b"event: a\ndata: 2\n\n", b"data: \xc3\xa9\n\n"]
+    assert [list(dec.feed_data(r)) for r in reads] == [[b"0"], [b"1"], [b"2"], [b"\xc3\xa9"]]
+    assert list(dec.feed_data(b"event: error\ndata: 3\n\n")) == [(b"3", b"error", None, None)]
+    assert list(dec.feed_data(b"data: 4\r\n\r\n")) == [b"4"]
+    assert list(dec.feed_data(b"data: 5\rdata: 6\n\n")) == [b"5\n6"]
+    assert not dec.done
+    assert list(dec.feed_data(b"data: [DONE]\n\n")) == []
+    assert dec.done
+    assert list(dec.feed_data(b"data: 7\n\n")) == []  # after [DONE], nothing
+
+
+def test_a_multibyte_character_cut_between_reads_is_whole() -> None:
+    body = "data: é€\n\n".encode()
+    for cut in range(6, len(body)):
+        dec = SSEDecoder()
+        dec.feed_data(b"data: 0\n\n")
+        frames = [*dec.feed_data(body[:cut]), *dec.feed_data(body[cut:])]
+        assert frames == ["é€".encode()], cut
+
+
+@settings(max_examples=300)
+@given(st.lists(st.tuples(PIECES, st.sampled_from([b"\n", b"\n\n", b"\r\n"])), max_size=30))
+def test_any_body_read_one_event_at_a_time_gives_the_full_parsers_frames(
+    lines: list[tuple[bytes, bytes]],
+) -> None:
+    body = b"".join(piece + end for piece, end in lines)
+    assert fed(body, event_reads(body)) == reference(body)

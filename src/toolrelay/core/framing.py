@@ -106,7 +106,27 @@ class SSEDecoder:
         (the Chat Completions and Responses shapes; no CR, comment, id or retry),
         is cut into payloads by a few C-level splits and counts for the whole read:
         no per-event slicing, tuple or check in Python (`_payloads`).
+
+        The commonest read of all comes first: nothing held, and the read is one
+        whole event, `data: <payload>\n\n`, perhaps after one `event: <type>\n`
+        line (not `error`), with no CR and a payload other than `[DONE]`. Three
+        `partition`s check it: `data: ` is found at the start or right after the
+        type line (`_type_line`), so it starts a line; the payload runs to the
+        first LF after it, and one byte follows, an LF (the blank line).
+        `partition` takes its argument as it is, where a `find`, `rfind` or
+        `count` spends about 1,000 instructions parsing its arguments.
         """
+        if self._clear:
+            head, sep, rest = chunk.partition(b"data: ")
+            if sep:
+                data, _, end = rest.partition(b"\n")
+                if (
+                    end == b"\n"
+                    and not data.partition(b"\r")[1]
+                    and data != b"[DONE]"
+                    and (not head or _type_line(head))
+                ):
+                    return (data,)
         if self._started and not self.done and chunk:
             buf = self._buf + chunk if self._buf else chunk
             cut = buf.rfind(b"\n\n")
@@ -222,6 +242,18 @@ class SSEDecoder:
                 self.last_event_id = value.decode("utf-8", "replace")
         elif name == b"retry" and value.isdigit():
             self._retry = int(value)
+
+
+def _type_line(head: bytes) -> bool:
+    """`head` is one `event: ` line, its LF included, not `error` and with no CR."""
+    line, nl, after = head.partition(b"\n")
+    return (
+        bool(nl)
+        and not after
+        and line[:7] == b"event: "
+        and line != b"event: error"
+        and not line.partition(b"\r")[1]
+    )
 
 
 def _payloads(whole: bytes) -> list[bytes] | None:
