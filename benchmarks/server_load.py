@@ -258,8 +258,9 @@ def servers(workers: int | None = None, bus: str | None = None) -> Iterator[list
             server_env = toolrelay_env(env, src, folder, port, upstream_url)
             if bus is not None:  # several workers share a bus (server/workers.py)
                 server_env["TOOLRELAY_EVENTS_URL"] = bus
-            # this tree's default is one worker per core: the pinned rows want one
-            count = ["--workers", str(workers or 1)] if name == "toolrelay" else []
+            # the default is one worker per core (where a tree has workers): pinned rows want one
+            one = name == "toolrelay" or workers_supported(src)
+            count = ["--workers", str(workers or 1)] if one else []
             pid = stack.enter_context(spawned(serve + count, server_env, server_cpus))
             found.append(Contender(name, port, auth, pid))
         for contender in found[1:]:
@@ -300,9 +301,9 @@ def run(*, quick: bool = False) -> None:
         os.sched_setaffinity(0, own)
 
 
-def workers_supported() -> bool:
+def workers_supported(src: str = str(ROOT / "src")) -> bool:
     command = [sys.executable, "-m", "toolrelay.cli.main", "serve", "--help"]
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    env = {**os.environ, "PYTHONPATH": src}
     return "--workers" in subprocess.run(command, capture_output=True, text=True, env=env).stdout
 
 
