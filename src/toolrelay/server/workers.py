@@ -119,7 +119,7 @@ def shared_bus(settings: Settings) -> Iterator[str | None]:
         return
     from toolrelay.adapters.events.ipc import BusHost
 
-    run_dir = run_dirs.make("run")  # and gone with its socket if we are killed (run_dirs.py)
+    run_dir = run_dirs.make("run")  # a killed parent's is removed by the next (run_dirs.py)
     if len(run_dir) > _SOCKET_PATH_ROOM:  # a long TMPDIR: a Unix socket path has ~100 bytes
         os.rmdir(run_dir)
         run_dir = run_dirs.make("run", "/tmp")
