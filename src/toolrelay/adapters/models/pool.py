@@ -65,7 +65,7 @@ class FairPool(httpcore.AsyncConnectionPool):
             if found is not None:
                 connection = found
             else:
-                if self._max_connections is not None and len(kept) >= self._max_connections:
+                if len(kept) >= self._max_connections:  # httpcore stores None as maxsize
                     spare = next((c for c in kept if c.is_idle() and id(c) not in handed), None)
                     if spare is None:
                         continue  # waits for a connection to be released
