@@ -158,7 +158,8 @@ class Library:
     def close(self) -> None:
         self.loop.run_until_complete(self.relay.aclose())
         pending = asyncio.all_tasks(self.loop)  # finalizers of the streams' generators
-        self.loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        if pending:  # gather() of nothing asks for the thread's current loop: there is none
+            self.loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
         self.loop.run_until_complete(self.loop.shutdown_asyncgens())
         self.loop.close()
 
