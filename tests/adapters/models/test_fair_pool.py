@@ -10,10 +10,12 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Iterator
+from types import SimpleNamespace
 
 import httpcore
 import httpx
 import pytest
+from httpcore._async import http11
 from httpcore._async.connection_pool import AsyncPoolRequest
 
 from toolrelay.adapters.models.http import HTTPOptions, Upstream
@@ -144,3 +146,32 @@ async def test_model_clients_get_the_fair_pool_and_custom_transports_are_left_al
 
     async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as mocked:
         assert not make_fair(mocked)
+
+
+@pytest.mark.anyio
+async def test_connections_expiring_under_a_burst_are_not_closed_under_their_requests(
+    server: FakeModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A burst arrives just before the idle connections' keep-alive runs out: each request
+    is handed its own idle connection, then a later pass finds them expired and closes them
+    one by one, awaiting each close. A request handed one that is not closed yet must not
+    start on it (it would be closed under the request: a ReadError mid-answer); it takes
+    another connection instead."""
+    now = [1000.0]
+    monkeypatch.setattr(http11, "time", SimpleNamespace(monotonic=lambda: now[0]))
+    async with httpx.AsyncClient(
+        limits=httpx.Limits(
+            max_connections=64, max_keepalive_connections=BURST, keepalive_expiry=5
+        ),
+        timeout=10,
+    ) as http:
+        assert make_fair(http)
+        url = f"{server.base_url}/v1/chat/completions"
+        await burst(http, url)  # BURST idle connections, expiring at 1005
+        requests = [asyncio.create_task(http.post(url, json={})) for _ in range(BURST)]
+        await asyncio.sleep(0)  # each is handed its idle connection and is on its way to it
+        now[0] += 10  # they all expire before the requests start on them
+        late = asyncio.create_task(http.post(url, json={}))  # its pass closes them
+        replies = await asyncio.gather(*requests, late, return_exceptions=True)
+        assert [getattr(r, "status_code", r) for r in replies] == [200] * (BURST + 1)
+        assert all(r.text for r in replies if isinstance(r, httpx.Response))

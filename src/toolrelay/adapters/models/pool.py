@@ -19,7 +19,13 @@ chats on warm pools, first tokens at p50 2.1 s and p99 3.6 s, against
    `max_keepalive_connections` connections, busy ones included;
 3. closed and expired connections are dropped as before, and a request with no
    connection to take gets a new one while `max_connections` allows, else one
-   in place of an idle connection, else waits, as before.
+   in place of an idle connection, else waits, as before;
+4. a connection the pass drops is marked closed in the pass itself. httpcore
+   closes the dropped ones after the pass, one by one, awaiting each: a request
+   handed one of them (it expired between handing and use: a burst that comes
+   as the keep-alive runs out) could meanwhile start on it and have it closed
+   under its answer (a `ReadError` mid-stream). Marked closed, it is not
+   available to start on: the request is queued again and takes another.
 
 `make_fair(client)` switches an httpx client's own transport to it. Proxy
 transports (from the environment) keep httpcore's pool: their class adds the
@@ -32,6 +38,7 @@ from typing import Any
 
 import httpcore
 import httpx
+from httpcore._async.http11 import HTTPConnectionState  # private: tests/.../test_fair_pool.py
 
 __all__ = ["FairPool", "make_fair"]
 
@@ -75,6 +82,8 @@ class FairPool(httpcore.AsyncConnectionPool):
                 kept.append(connection)
             handed.add(id(connection))  # while idle, it is this request's only
             request.assign_to_connection(connection)
+        for connection in closing:
+            _mark_closed(connection)
         return closing
 
     def _available(
@@ -88,6 +97,13 @@ class FairPool(httpcore.AsyncConnectionPool):
             ):
                 return connection
         return None
+
+
+def _mark_closed(connection: httpcore.AsyncConnectionInterface) -> None:
+    """What `aclose` does first, done now: no request starts on it once the pass is over."""
+    inner = getattr(connection, "_connection", None)
+    if isinstance(inner, httpcore.AsyncHTTP11Connection):
+        inner._state = HTTPConnectionState.CLOSED
 
 
 def make_fair(client: httpx.AsyncClient) -> bool:
