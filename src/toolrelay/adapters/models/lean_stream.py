@@ -48,7 +48,7 @@ _TRANSPORT: Final = ("set_protocol", "pause_reading", "resume_reading", "write",
 class _Protocol(asyncio.Protocol):
     """What the transport delivers, kept until the stream reads it."""
 
-    def __init__(self, transport: Any) -> None:
+    def __init__(self, transport: asyncio.Transport) -> None:
         self.transport = transport
         self.chunks: deque[bytes] = deque()
         self.size = 0
@@ -100,7 +100,7 @@ class _Protocol(asyncio.Protocol):
 class LeanStream(httpcore.AsyncNetworkStream):
     """One plain-TCP connection, read and written through `_Protocol` (module doc)."""
 
-    def __init__(self, transport: Any, anyio_stream: Any, anyio_protocol: Any) -> None:
+    def __init__(self, transport: asyncio.Transport, anyio_stream: Any, anyio_protocol: Any) -> None:
         self._transport = transport
         self._protocol = _Protocol(transport)
         self._anyio_stream = anyio_stream
