@@ -254,6 +254,55 @@ async def test_connection_refused_logs_the_url_but_does_not_show_it(
     assert f"http://127.0.0.1:{port}/v1/chat/completions" in caplog.text
 
 
+@pytest.mark.anyio
+async def test_a_kept_alive_connection_closed_unanswered_is_tried_again_at_once() -> None:
+    """llama.cpp's server closes a kept-alive connection a millisecond after a streamed
+    answer; a request sent on it in that millisecond meets a hang-up with no answer. The
+    server read nothing of it, so it goes again at once, on a new connection."""
+    body = b'data: {"choices":[{"delta":{"content":"hi"}}]}\n\ndata: [DONE]\n\n'
+    head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+    answer = head + b"content-length: %d\r\n\r\n" % len(body) + body
+    seen = {"connections": 0, "requests": 0}
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        seen["connections"] += 1
+        first = seen["connections"] == 1
+        try:
+            while True:
+                request = await reader.readuntil(b"\r\n\r\n")
+                size = next(
+                    int(line.split(b":")[1])
+                    for line in request.split(b"\r\n")
+                    if line.lower().startswith(b"content-length:")
+                )
+                await reader.readexactly(size)
+                seen["requests"] += 1
+                if first and seen["requests"] == 2:
+                    return  # the kept-alive connection, reused: hung up unanswered
+                writer.write(answer)
+                await writer.drain()
+        except asyncio.IncompleteReadError:
+            pass
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    slow = Retry(attempts=2, backoff=HANG, max_backoff=HANG, jitter=0.0)  # no backoff waited
+    client = OpenAIChat(
+        base_url=f"http://127.0.0.1:{port}", model="m", http=HTTPOptions(retry=slow)
+    )
+    try:
+        assert await read_all(await client.open(REQUEST)) == body
+        async with asyncio.timeout(HANG / 2):  # a backoff would wait HANG
+            assert await read_all(await client.open(REQUEST)) == body
+    finally:
+        await client.aclose()
+        server.close()
+        await server.wait_closed()
+    assert seen == {"connections": 2, "requests": 3}
+
+
 # --------------------------------------------------------------------------- timeouts
 
 

@@ -167,6 +167,10 @@ def retry_delay(
     return max(0.0, base * (1 + retry.jitter * (2 * rand() - 1)))
 
 
+_NO_RESPONSE: Final = "Server disconnected without sending a response."
+"""httpcore's words for a connection closed before any byte of the answer."""
+
+
 @dataclass(frozen=True, slots=True)
 class _Retryable:
     """A failed try that may be tried again."""
@@ -319,6 +323,16 @@ class Upstream:
             # the URL goes to the log only: behind a server it is internal, not for API users
             log.warning("cannot connect to the model server at %s: %s", url, describe(exc))
             return _Retryable(ProviderError(f"Cannot connect to the model server: {describe(exc)}"))
+        except httpx.RemoteProtocolError as exc:
+            if str(exc) != _NO_RESPONSE:
+                raise ProviderError(f"Model server request failed: {describe(exc)}") from exc
+            # a kept-alive connection the server closed as it was reused (llama.cpp's server
+            # closes one after each streamed answer, a millisecond later): nothing was
+            # answered, so the request goes again at once, on a new connection
+            watch.settled()
+            log.info("the model server closed a reused connection unanswered; sending again")
+            error = ProviderError(f"Model server request failed: {describe(exc)}")
+            return _Retryable(error, retry_after=0.0)
         except httpx.TransportError as exc:
             raise ProviderError(f"Model server request failed: {describe(exc)}") from exc
         try:
