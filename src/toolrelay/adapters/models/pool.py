@@ -27,7 +27,8 @@ chats on warm pools, first tokens at p50 2.1 s and p99 3.6 s, against
    under its answer (a `ReadError` mid-stream). Marked closed, it is not
    available to start on: the request is queued again and takes another.
 
-`make_fair(client)` switches an httpx client's own transport to it. Proxy
+`make_fair(client)` switches an httpx client's own transport to it, and its
+plain-TCP connections to `lean_stream.LeanStream` (read without anyio's layers). Proxy
 transports (from the environment) keep httpcore's pool: their class adds the
 tunnelling this pool would lose.
 """
@@ -39,6 +40,8 @@ from typing import Any
 import httpcore
 import httpx
 from httpcore._async.http11 import HTTPConnectionState  # private: tests/.../test_fair_pool.py
+
+from toolrelay.adapters.models.lean_stream import LeanBackend
 
 __all__ = ["FairPool", "make_fair"]
 
@@ -116,4 +119,5 @@ def make_fair(client: httpx.AsyncClient) -> bool:
     ):
         return False
     pool.__class__ = FairPool
+    pool._network_backend = LeanBackend(pool._network_backend)  # plain TCP read lean
     return True
