@@ -14,8 +14,9 @@ Rules:
    client's per-request layers (`adapters.models.direct`).
 2. `open` returns only once the first body chunk has arrived. Until then a
    failure may be retried (connect errors, 429, 500/502/503/504, with
-   exponential backoff + jitter, or the server's `Retry-After`); once a byte
-   has been handed out nothing is ever retried.
+   exponential backoff + jitter, or the server's `Retry-After`; a hang-up
+   with no byte of answer, at once); once a byte has been handed out nothing
+   is ever retried.
 3. Timeouts: `connect` is httpx's; `first_byte` covers status line, headers
    and the first chunk; `idle` is the longest gap between chunks; `total`
    bounds everything, retries included. One timer per model call watches
