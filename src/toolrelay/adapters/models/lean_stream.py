@@ -123,10 +123,9 @@ class LeanStream(httpcore.AsyncNetworkStream):
             return stream  # broken already: anyio reports it as it would have
         lean = cls(transport, stream, protocol)
         mine = lean._protocol
-        while queue:  # nothing is expected before the request, but nothing is lost either
-            data = queue.popleft()
-            mine.chunks.append(data)
-            mine.size += len(data)
+        mine.chunks.extend(queue)  # nothing is expected before the request, nor lost
+        mine.size = sum(map(len, queue))
+        queue.clear()
         mine.eof = bool(getattr(protocol, "is_at_eof", False))
         transport.set_protocol(mine)
         transport.resume_reading()  # anyio keeps reading paused between its receives
@@ -134,26 +133,23 @@ class LeanStream(httpcore.AsyncNetworkStream):
 
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
         protocol = self._protocol
-        if not protocol.chunks:
-            if self._closed:
-                raise httpcore.ReadError("the connection is closed")
-            if not protocol.eof:
-                waiter = protocol.reader = asyncio.get_running_loop().create_future()
-                if timeout is None:
-                    await waiter
-                else:
-                    try:
-                        async with asyncio.timeout(timeout):
-                            await waiter
-                    except TimeoutError:
-                        raise httpcore.ReadTimeout("timed out reading") from None
-            if not protocol.chunks:
-                if self._closed:
-                    raise httpcore.ReadError("the connection is closed")
-                if protocol.error is not None:
-                    raise httpcore.ReadError(str(protocol.error)) from protocol.error
-                return b""
-        return self._take(max_bytes)
+        if not protocol.chunks and not protocol.eof and not self._closed:
+            waiter = protocol.reader = asyncio.get_running_loop().create_future()
+            if timeout is None:
+                await waiter
+            else:
+                try:
+                    async with asyncio.timeout(timeout):
+                        await waiter
+                except TimeoutError:
+                    raise httpcore.ReadTimeout("timed out reading") from None
+        if protocol.chunks:
+            return self._take(max_bytes)
+        if self._closed:
+            raise httpcore.ReadError("the connection is closed")
+        if protocol.error is not None:
+            raise httpcore.ReadError(str(protocol.error)) from protocol.error
+        return b""
 
     def _take(self, max_bytes: int) -> bytes:
         protocol = self._protocol
