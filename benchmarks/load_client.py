@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 import orjson
 
+WAVE_LIMIT_S = 180.0
+"""A chat open this long is stuck (a wave of 1,000 ends in about 10 s): the wave stops it."""
 FIRST_TOKEN = b'"content":"tok'
 """The first content delta's bytes (orjson writes no spaces; the role chunk's content is "")."""
 
@@ -58,9 +60,21 @@ async def one_chat(port: int, request: bytes) -> Sample:
     return Sample(ttfb, ttft, "".join(pieces), len(pieces), status)
 
 
-async def wave(port: int, path: str, n: int, body: bytes, headers: dict[str, str]) -> list[Sample]:
+async def wave(
+    port: int, path: str, n: int, body: bytes, headers: dict[str, str], limit: float = WAVE_LIMIT_S
+) -> list[Sample]:
+    """N chats at once; one still open after `limit` s is cut off and counted as cut (status
+    0, no text), so a server that leaves chats hanging shows in the figures, not as a hang."""
     request = request_bytes(port, path, body, headers)
-    return list(await asyncio.gather(*(one_chat(port, request) for _ in range(n))))
+    chats = [asyncio.ensure_future(one_chat(port, request)) for _ in range(n)]
+    _, stuck = await asyncio.wait(chats, timeout=limit)
+    for chat in stuck:
+        chat.cancel()
+    await asyncio.gather(*stuck, return_exceptions=True)
+    if stuck:
+        print(f"  {len(stuck)} of {n} chats on port {port} still open after {limit:g} s: cut")
+    cut = Sample(limit, 0.0, "", 0, 0)
+    return [cut if chat in stuck else chat.result() for chat in chats]
 
 
 def _dechunk(raw: bytes) -> bytes:
