@@ -4,9 +4,11 @@ should end, and only those."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from contextlib import AbstractContextManager
 from typing import Any
 
+import httpx
 import pytest
 
 from tests.http_tracking import TrackingTransport
@@ -109,4 +111,72 @@ async def test_an_idle_timeout_of_zero_still_ends_a_stalled_read(
             await anext(stream)
     assert info.value.message == "Model server timed out: no data for 0 s"
     assert tracker.open_bodies == 0
+    await client.aclose()
+
+
+class _Stubborn(httpx.AsyncBaseTransport):
+    """Waits forever for the headers (or, `reading`, for the body after a first chunk), and
+    swallows the first cancel of that wait: catches it and waits on. `uncancel`: takes the
+    cancel back as it does (as anyio's cancel scopes do), else leaves it counted."""
+
+    def __init__(self, *, reading: bool, uncancel: bool) -> None:
+        self.reading = reading
+        self.uncancel = uncancel
+        self.swallowed = 0
+
+    async def _wait_forever(self) -> None:
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            self.swallowed += 1
+            task = asyncio.current_task()
+            if self.uncancel and task is not None:
+                task.uncancel()
+        await asyncio.Event().wait()  # the second cancel ends this one
+
+    async def _body(self) -> AsyncIterator[bytes]:
+        yield b'data: {"choices": [{"delta": {"content": "a"}}]}\n\n'
+        await self._wait_forever()
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if not self.reading:
+            await self._wait_forever()
+        headers = {"content-type": "text/event-stream"}
+        return httpx.Response(200, headers=headers, stream=_Chunks(self._body()))
+
+
+class _Chunks(httpx.AsyncByteStream):
+    def __init__(self, chunks: AsyncIterator[bytes]) -> None:
+        self._chunks = chunks
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for chunk in self._chunks:
+            yield chunk
+
+
+@pytest.mark.parametrize("uncancel", [True, False], ids=["taken-back", "left-counted"])
+@pytest.mark.parametrize("reading", [False, True], ids=["opening", "reading"])
+async def test_a_wait_that_swallows_the_timeouts_cancel_is_still_ended(
+    reading: bool, uncancel: bool
+) -> None:
+    stubborn = _Stubborn(reading=reading, uncancel=uncancel)
+    http = HTTPOptions(
+        retry=Retry(attempts=1), timeouts=Timeouts(first_byte=0.05, idle=0.05), transport=stubborn
+    )
+    client = OpenAIChat(base_url="http://127.0.0.1:9", model="m", http=http)
+
+    async def call() -> None:
+        stream = await client.open(REQUEST)
+        async for _ in stream:
+            pass
+
+    task = asyncio.create_task(call())
+    await asyncio.wait({task}, timeout=HANG)  # not `asyncio.timeout`: its cancel would end it
+    assert task.done(), "the stubborn wait outlived the timeout"
+    task.cancel()  # else the wait would outlive the test
+    with pytest.raises(ProviderError) as info:
+        await task
+    assert info.value.message.startswith("Model server timed out")  # a timeout, not a cancel
+    assert stubborn.swallowed == 1  # the first cancel was swallowed; a second one ended it
+    assert task.cancelling() == 0  # every cancel of the watchdog's taken back
     await client.aclose()

@@ -22,7 +22,9 @@ in every phase; one passing while the reader is busy is raised at its next
 read. An overdue wait gets its task cancelled, as `asyncio.Timeout` would, and
 the wait turns the cancel into the timeout's `ProviderError` with the same
 uncancel rule (`timed_out`): a cancel that came from outside too stays a
-cancel. A call shorter than idle/`SAMPLES` s arms the timer once and cancels
+cancel. A wait that swallows the cancel (catches it and waits on) is
+cancelled again `RECANCEL_S` later, and again: however a transport handles a
+cancel, a timeout ends the wait. A call shorter than idle/`SAMPLES` s arms the timer once and cancels
 it at the end (a drain moves it once more, to the grace).
 """
 
@@ -57,6 +59,10 @@ SAMPLES: Final = 8
 MIN_STEP: Final = 0.001
 """Seconds between looks at the least: an idle timeout of 0 must not spin the loop."""
 
+RECANCEL_S: Final = 1.0
+"""Seconds after a timeout's cancel at which a wait still going on is looked at again: if
+it swallowed the cancel and waits on (`_swallowed`), it is cancelled again."""
+
 _OPENING, _READING, _ENDING = 0, 1, 2
 
 
@@ -66,6 +72,7 @@ class Watchdog:
     __slots__ = (
         "_cancelling",
         "_pending",
+        "_sent",
         "_phase",
         "_seen",
         "_span",
@@ -92,6 +99,8 @@ class Watchdog:
         self.handle: asyncio.TimerHandle | None = None
         self.task: asyncio.Task[Any] | None = None
         self._cancelling = 0
+        self._sent = 0
+        """Cancels sent and not yet taken back (a swallowed one is sent again)."""
         self._phase = _OPENING
         self._span = timeouts.first_byte
         self.since = 0.0
@@ -181,8 +190,17 @@ class Watchdog:
             self.handle = loop.call_at(self._next(now), self._check)
         elif waiting:
             self.expired = self.error(total)
-            if self.task is not None and not self.expiring:
-                self.expiring = self.task.cancel()
+            task = self.task
+            sent = (
+                task is not None
+                and (not self.expiring or _swallowed(task))  # first, or again: swallowed
+                and task.cancel()
+            )
+            if sent:
+                self.expiring = True
+                self._sent += 1
+            if self.expiring:  # a wait that swallows the cancel must not go on unguarded
+                self.handle = loop.call_at(now + max(self._step, RECANCEL_S), self._check)
         elif total:
             self.expired = self.error(total)  # raised at the next read
         # else: opened, and nobody reads yet: `reading()` arms again
@@ -199,8 +217,15 @@ class Watchdog:
         if not self.expiring:
             return None
         self.expiring = False
-        assert self.task is not None
-        if self.task.uncancel() > self._cancelling:
+        task = self.task
+        assert task is not None
+        sent, self._sent = self._sent, 0
+        left = task.cancelling()
+        for _ in range(sent):  # ours, each taken back once (unless the waiter did already)
+            if left <= self._cancelling:
+                break
+            left = task.uncancel()
+        if left > self._cancelling:
             return None  # cancelled from outside too: a cancel, not a timeout
         return self.expired
 
@@ -218,3 +243,10 @@ class Watchdog:
         if self.handle is not None:
             self.handle.cancel()
             self.handle = None
+
+
+def _swallowed(task: asyncio.Task[Any]) -> bool:
+    """The task waits on a live future although a cancel went to it: it caught the cancel
+    and waits again (a cancel still on its way leaves the future it waited on cancelled)."""
+    waiter = getattr(task, "_fut_waiter", None)  # private, in both of CPython's Tasks
+    return waiter is not None and not waiter.done()
