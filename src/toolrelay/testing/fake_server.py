@@ -361,6 +361,8 @@ class FakeModelServer:
         self._routes: dict[str, deque[Reply]] = {}
         self._default: Reply | None = None
         self._open = 0
+        self.accepted = 0
+        """Client connections accepted so far (a reused connection counts once)."""
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._transports: set[asyncio.WriteTransport] = set()
@@ -474,6 +476,7 @@ class FakeModelServer:
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._transports.add(writer.transport)
         self._open += 1
+        self.accepted += 1
         try:
             await self._serve(_Conn(reader, writer))
         except (ConnectionError, h11.ProtocolError, asyncio.CancelledError):

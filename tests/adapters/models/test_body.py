@@ -5,11 +5,14 @@ which keeps httpx's own layer in place.)"""
 
 from __future__ import annotations
 
+import asyncio
+
 import httpx
 import pytest
 
 from toolrelay.adapters.models import OpenAIChat, Retry
 from toolrelay.adapters.models.http import HTTPOptions
+from toolrelay.adapters.models.lean_body import _read as lean_body_read
 from toolrelay.engine.interfaces import ModelRequest
 from toolrelay.errors import ProviderError
 from toolrelay.testing import SSEReply, wire
@@ -53,7 +56,7 @@ async def test_bodies_read_to_the_end_reuse_one_connection(server: FakeModelServ
     first = await read_all(await client.open(REQUEST))
     second = await read_all(await client.open(REQUEST))
     assert first == second == wire.render_sse(EVENTS)
-    assert server.open_connections == 1
+    assert server.open_connections == server.accepted == 1
     await client.aclose()
     assert server.wait_for_connections(0)
 
@@ -67,3 +70,45 @@ async def test_a_body_closed_early_drops_its_connection(server: FakeModelServer)
     assert server.wait_for_connections(0)
     assert [c async for c in stream] == []
     await client.aclose()
+
+
+async def test_a_chunked_body_on_plain_tcp_is_read_past_httpcore(server: FakeModelServer) -> None:
+    """The tests above then cover the lean reader (`lean_body`): it is the one reading."""
+    server.script(SSEReply(EVENTS))
+    client = chat(server)
+    stream = await client.open(REQUEST)
+    assert getattr(stream._chunks, "ag_code", None) is lean_body_read.__code__
+    assert await read_all(stream) == wire.render_sse(EVENTS)
+    await client.aclose()
+
+
+async def _raw_server(reply: bytes) -> tuple[asyncio.Server, str]:
+    """A socket that answers any request with `reply`, as it is, and keeps the connection."""
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            await reader.readuntil(b"\r\n\r\n")
+            writer.write(reply)
+            await writer.drain()
+            await reader.read()  # until the client hangs up
+        finally:
+            writer.close()
+
+    raw = await asyncio.start_server(answer, "127.0.0.1", 0)
+    return raw, f"http://127.0.0.1:{raw.sockets[0].getsockname()[1]}"
+
+
+async def test_a_bad_chunked_coding_is_a_lost_connection_that_says_so() -> None:
+    head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n"
+    raw, url = await _raw_server(head + b"\r\n6\r\ndata: \r\nzz\r\n{}\r\n")
+    http = HTTPOptions(retry=Retry(attempts=1), transport=httpx.AsyncHTTPTransport())
+    client = OpenAIChat(base_url=url, model="m", http=http)
+    with pytest.raises(ProviderError) as info:  # at the first read, in `open`: all came at once
+        await read_all(await client.open(REQUEST))
+    assert info.value.message == (
+        "Connection to the model server was lost mid-response: "
+        "malformed chunked encoding: bad chunk size line: b'zz'"
+    )
+    await client.aclose()
+    raw.close()
+    await raw.wait_closed()

@@ -373,11 +373,14 @@ async def test_total_timeout_bounds_a_slow_but_steady_stream(server: FakeModelSe
 async def test_a_slow_consumer_is_not_an_idle_server(server: FakeModelServer) -> None:
     """The idle timeout counts only time spent waiting for the server, not between reads."""
     events = sse_events(3)
-    server.script(SSEReply(events))
-    client = chat(server, timeouts=Timeouts(idle=0.05))
+    server.script(SSEReply(events, delay=0.1))  # apart: more than one read (reads join chunks)
+    client = chat(server, timeouts=Timeouts(idle=0.5))
     stream = await client.open(REQUEST)
-    got = [await anext(stream), await anext(stream)]  # the second read arms the watchdog
-    await asyncio.sleep(1.0)  # the consumer is busy well past the idle timeout
+    got = [await anext(stream)]
+    async for chunk in stream:  # the second read arms the watchdog
+        got.append(chunk)
+        break
+    await asyncio.sleep(1.5)  # the consumer is busy well past the idle timeout
     got += [chunk async for chunk in stream]
     await client.aclose()
     assert b"".join(got) == wire.render_sse(events)

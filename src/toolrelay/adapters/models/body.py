@@ -26,6 +26,7 @@ from typing import cast
 import httpx
 
 from toolrelay.adapters.models.errors import lost_connection
+from toolrelay.adapters.models.lean_body import lean_body
 from toolrelay.adapters.models.watchdog import DEFAULT_TIMEOUTS, Timeouts, Watchdog
 from toolrelay.core.formats.content import BodyFormat
 from toolrelay.errors import ProviderError
@@ -169,12 +170,13 @@ def _as_is(exc: Exception) -> None:
 def transport_chunks(response: httpx.Response) -> tuple[AsyncIterator[bytes], Renamer]:
     """The body's chunks as the transport hands them over, and how its errors are renamed.
 
-    Known httpx stream types are read one layer down: httpcore's stream below
-    `AsyncResponseStream` (its errors renamed as httpx renames them), or the
-    iterator an `AsyncIteratorByteStream` wraps (`MockTransport`'s; nothing to
-    rename). Anything else is the transport's stream itself, or `aiter_raw`
-    where httpx has more to check. `UpstreamBody.aclose` closes the response,
-    as `aiter_raw` would at the end.
+        Known httpx stream types are read one layer down: httpcore's stream below
+        `AsyncResponseStream` (its errors renamed as httpx renames them), or the
+        iterator an `AsyncIteratorByteStream` wraps (`MockTransport`'s; nothing to
+        rename). A chunked body on a plain-TCP connection of httpcore's pool is read
+    lower still (`lean_body`). Anything else is the transport's stream itself, or `aiter_raw`
+        where httpx has more to check. `UpstreamBody.aclose` closes the response,
+        as `aiter_raw` would at the end.
     """
     stream = response.stream
     if response.is_stream_consumed or not isinstance(stream, httpx.AsyncByteStream):
@@ -183,6 +185,9 @@ def transport_chunks(response: httpx.Response) -> tuple[AsyncIterator[bytes], Re
     kind = type(stream)
     if kind is _AsyncResponseStream and _map_errors is not None:
         inner = getattr(stream, "_httpcore_stream", None)
+        lean = lean_body(inner)  # plain TCP, chunked: read past httpcore's and h11's layers
+        if lean is not None:
+            return lean, _renamed
         if inner is not None and hasattr(inner, "__aiter__"):
             return inner.__aiter__(), _renamed
     if kind is _AsyncIteratorByteStream:

@@ -126,8 +126,11 @@ class Watchdog:
         self._arm(self.since)
 
     def reading(self) -> None:
-        """The body's first read after the first chunk: idle from now on."""
+        """The body's first read after the first chunk: idle from now on, unless the body
+        is ending already (its first chunk held all of the answer: the grace stays)."""
         self._watch_task()
+        if self._phase == _ENDING:
+            return
         self._phase = _READING
         self._pending = None
         if self.handle is None and self.expired is None:  # the reader took its time
