@@ -86,6 +86,7 @@ class UpstreamBody:
                 return
             yield chunk  # to the opener
             yield chunk  # to the reader
+            chunk = b""
             watch.reading()
             while True:
                 if watch.expired is not None:
@@ -95,6 +96,7 @@ class UpstreamBody:
                 except StopAsyncIteration:
                     return
                 yield chunk
+                chunk = b""  # not held while the next read waits: memory per chat
         except asyncio.CancelledError:
             expired = watch.timed_out()
             if expired is None:

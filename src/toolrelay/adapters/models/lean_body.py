@@ -83,15 +83,17 @@ async def _read(
     network: LeanStream, state: h11.Connection, ahead: bytes
 ) -> AsyncGenerator[bytes, None]:
     chunks = Dechunker()
-    data = ahead
+    data, ahead = ahead, b""  # nothing read is held while the stream waits: memory per chat
     while True:
         if data:
             try:
                 payload = chunks.feed(data)
             except ChunkedError as exc:
                 raise httpcore.RemoteProtocolError(f"malformed chunked encoding: {exc}") from exc
+            data = b""
             if payload:
                 yield payload
+                payload = b""
             if chunks.done:
                 break
         data = await network.read(READ_BYTES)
