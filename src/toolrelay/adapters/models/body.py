@@ -172,13 +172,13 @@ def _as_is(exc: Exception) -> None:
 def transport_chunks(response: httpx.Response) -> tuple[AsyncIterator[bytes], Renamer]:
     """The body's chunks as the transport hands them over, and how its errors are renamed.
 
-        Known httpx stream types are read one layer down: httpcore's stream below
-        `AsyncResponseStream` (its errors renamed as httpx renames them), or the
-        iterator an `AsyncIteratorByteStream` wraps (`MockTransport`'s; nothing to
-        rename). A chunked body on a plain-TCP connection of httpcore's pool is read
-    lower still (`lean_body`). Anything else is the transport's stream itself, or `aiter_raw`
-        where httpx has more to check. `UpstreamBody.aclose` closes the response,
-        as `aiter_raw` would at the end.
+    Known httpx stream types are read one layer down: httpcore's stream below
+    `AsyncResponseStream` (its errors renamed as httpx renames them), or the
+    iterator an `AsyncIteratorByteStream` wraps (`MockTransport`'s; nothing to
+    rename). A chunked body on a plain-TCP connection of httpcore's pool is
+    read lower still (`lean_body`). Anything else is the transport's stream
+    itself, or `aiter_raw` where httpx has more to check. `UpstreamBody.aclose`
+    closes the response, as `aiter_raw` would at the end.
     """
     stream = response.stream
     if response.is_stream_consumed or not isinstance(stream, httpx.AsyncByteStream):

@@ -24,8 +24,9 @@ the wait turns the cancel into the timeout's `ProviderError` with the same
 uncancel rule (`timed_out`): a cancel that came from outside too stays a
 cancel. A wait that swallows the cancel (catches it and waits on) is
 cancelled again `RECANCEL_S` later, and again: however a transport handles a
-cancel, a timeout ends the wait. A call shorter than idle/`SAMPLES` s arms the timer once and cancels
-it at the end (a drain moves it once more, to the grace).
+cancel, a timeout ends the wait. A call shorter than idle/`SAMPLES` s arms
+the timer once and cancels it at the end (a drain moves it once more, to the
+grace).
 """
 
 from __future__ import annotations
