@@ -62,7 +62,7 @@ def lean_body(pool_stream: Any) -> AsyncGenerator[bytes, None] | None:
         or state.their_state is not h11.SEND_BODY
         or type(reader) is not ChunkedReader
         or not _fresh(reader)
-        or state.trailing_data[1]  # h11 saw the connection close already
+        or state._receive_buffer_closed  # h11 saw the connection close already
     ):
         return None
     received = state._receive_buffer
@@ -70,13 +70,9 @@ def lean_body(pool_stream: Any) -> AsyncGenerator[bytes, None] | None:
     return _read(network, state, ahead)
 
 
-def _fresh(reader: Any) -> bool:
+def _fresh(reader: ChunkedReader) -> bool:
     """h11's chunked reader has read nothing of the body yet."""
-    return (
-        getattr(reader, "_bytes_in_chunk", None) == 0
-        and getattr(reader, "_bytes_to_discard", None) in (0, b"")
-        and getattr(reader, "_reading_trailer", None) is False
-    )
+    return not (reader._bytes_in_chunk or reader._bytes_to_discard or reader._reading_trailer)
 
 
 async def _read(

@@ -81,7 +81,6 @@ class Watchdog:
         "body",
         "closed",
         "expired",
-        "expiring",
         "handle",
         "loop",
         "since",
@@ -101,7 +100,8 @@ class Watchdog:
         self.task: asyncio.Task[Any] | None = None
         self._cancelling = 0
         self._sent = 0
-        """Cancels sent and not yet taken back (a swallowed one is sent again)."""
+        """Cancels sent and not yet taken back (a swallowed one is sent again): while there
+        are any, the waiting task was cancelled by this watchdog and has not seen it yet."""
         self._phase = _OPENING
         self._span = timeouts.first_byte
         self.since = 0.0
@@ -113,9 +113,12 @@ class Watchdog:
         """The read seen pending at the last look, and when it was first seen."""
         self._seen = 0.0
         self.expired: ProviderError | None = None
-        self.expiring = False
-        """The waiting task was cancelled by this watchdog and has not seen it yet."""
         self.closed = False
+
+    @property
+    def expiring(self) -> bool:
+        """The waiting task was cancelled by this watchdog and has not seen it yet."""
+        return self._sent > 0
 
     def opening(self) -> None:
         """One try: status, headers and the first chunk within `first_byte` (or the total)."""
@@ -201,7 +204,6 @@ class Watchdog:
                 and task.cancel()
             )
             if sent:
-                self.expiring = True
                 self._sent += 1
             if self.expiring:  # a wait that swallows the cancel must not go on unguarded
                 self.handle = loop.call_at(now + max(self._step, RECANCEL_S), self._check)
@@ -220,7 +222,6 @@ class Watchdog:
         this watchdog's alone (`asyncio.Timeout.__aexit__`'s rule), else None."""
         if not self.expiring:
             return None
-        self.expiring = False
         task = self.task
         assert task is not None
         sent, self._sent = self._sent, 0
