@@ -10,7 +10,7 @@ import pytest
 from typer.main import get_command
 from typer.testing import CliRunner
 
-from toolrelay.cli.help import plain_label
+from toolrelay.cli.help import plain_label, relabel
 from toolrelay.cli.main import app
 
 TYPE_LABEL = re.compile(r"<[A-Za-z_][\w\[\], |.]*>")
@@ -61,3 +61,15 @@ def test_chat_help_documents_the_api_key() -> None:
 )
 def test_plain_labels(typed: str | None, plain: str | None) -> None:
     assert plain_label(typed) == plain
+
+
+def test_relabelling_a_tree_again_wraps_no_parameter_twice() -> None:
+    def params(command: Any) -> Iterator[Any]:
+        yield from command.params
+        for sub in getattr(command, "commands", {}).values():
+            yield from params(sub)
+
+    tree = get_command(app)  # relabelled once as it was built
+    before = [(p, p.display_type_rich) for p in params(tree)]
+    relabel(tree)
+    assert before and all(p.display_type_rich is shown for p, shown in before)

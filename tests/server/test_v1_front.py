@@ -1,8 +1,10 @@
-"""The /v1 POSTs answered before FastAPI's routing (`server.v1_front`), errors replayed to it.
+"""The /v1 POSTs answered before FastAPI's routing (`server.v1_front`), errors included.
 
-The requests that reach FastAPI's routes are counted: a valid request (streamed or not) must not (the point is the
-memory a streamed chat holds through FastAPI's request stack), an invalid one
-must (FastAPI words the error, exactly as the API documents it).
+The requests that reach FastAPI's routes are counted (through FastAPI's own
+`dependency_overrides`): none may, valid or not (the point is the memory a
+streamed chat holds through FastAPI's request stack); every error keeps the
+shape and code the API documents (`guard.admit` words them for every route,
+tests/server/test_one_gate.py).
 """
 
 from __future__ import annotations
@@ -14,12 +16,13 @@ from typing import Any
 
 import httpx
 import pytest
-from fastapi import Request
+from fastapi import FastAPI, Request
 
 from tests.patience import HANG
 from tests.server.conftest import ADMIN_KEY, Running, ServerThread, make_settings
-from toolrelay.server import auth, guard, v1_front
 from toolrelay.server import gate as gate_module
+from toolrelay.server import guard
+from toolrelay.server.services import Services, services
 from toolrelay.testing.fake_server import FakeModelServer, SSEReply
 from toolrelay.testing.wire import chat_chunks, responses_events
 
@@ -29,21 +32,21 @@ _VALID = b'{"model": "fake", "messages": [{"role": "user", "content": "hi"}], "s
 
 
 @pytest.fixture
-def counted(
-    tmp_path: Path, upstream: FakeModelServer, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[tuple[Running, list[str]]]:
-    """The server, and the paths of the POSTs that reached FastAPI's routes (every route's
-    body check, `GuardedRoute`, runs `guard.check_body` first)."""
+def counted(tmp_path: Path, upstream: FakeModelServer) -> Iterator[tuple[Running, list[str]]]:
+    """The server, and the paths of the requests that reached FastAPI's routes (each of
+    which takes the services as a dependency)."""
     reached: list[str] = []
-    check = guard.check_body
 
-    async def counting(request: Request) -> None:
+    async def counting(request: Request) -> Services:
         reached.append(request.url.path)
-        await check(request)
+        return await services(request)
 
-    monkeypatch.setattr(guard, "check_body", counting)
     settings = make_settings(tmp_path, upstream)
-    with ServerThread(settings) as base_url:
+    server = ServerThread(settings)
+    app = server.server.config.app
+    assert isinstance(app, FastAPI)
+    app.dependency_overrides[services] = counting
+    with server as base_url:
         yield Running(base_url, upstream, settings), reached
 
 
@@ -68,7 +71,9 @@ def test_valid_requests_skip_the_router(counted: tuple[Running, list[str]]) -> N
         answer = client.post(RESPONSES, json={"model": "fake-responses", "input": "hi"})
         assert answer.status_code == 200, answer.text
         assert answer.json()["output"][0]["content"][0]["text"] == "Bonjour."
-    assert reached == []
+        assert reached == []
+        assert client.get("/v1/models").status_code == 200  # FastAPI's: counted
+    assert reached == ["/v1/models"]
 
 
 @pytest.mark.parametrize(
@@ -82,7 +87,7 @@ def test_valid_requests_skip_the_router(counted: tuple[Running, list[str]]) -> N
         (_VALID, {}, 400, "invalid_value"),  # no content type: FastAPI's strict default
     ],
 )
-def test_invalid_requests_are_answered_by_fastapi(
+def test_invalid_requests_are_answered_before_the_router_too(
     counted: tuple[Running, list[str]],
     body: bytes,
     headers: dict[str, str],
@@ -94,7 +99,7 @@ def test_invalid_requests_are_answered_by_fastapi(
         answer = client.post(CHAT, content=body, headers=headers)
     assert answer.status_code == status, answer.text
     assert answer.json()["error"]["code"] == code
-    assert reached == [CHAT]
+    assert reached == []
 
 
 def test_errors_of_the_fast_path_keep_their_shape(counted: tuple[Running, list[str]]) -> None:
@@ -130,21 +135,21 @@ def test_a_chat_counts_as_starting_from_the_front_door_until_its_first_token(
     (`server.gate`), not only once its answer began; every way out stops counting it."""
     seen: list[int] = []
     gates: list[gate_module.Gate] = []
-    real = auth.authenticate
+    real = guard.authenticate
 
     async def counting(*args: Any) -> Any:
         gates.append(gate_module.gate())
         seen.append(gate_module.gate().starting)
         return await real(*args)
 
-    monkeypatch.setattr(v1_front, "authenticate", counting)  # what V1Front calls
+    monkeypatch.setattr(guard, "authenticate", counting)  # what `admit` calls
     running.upstream.set_default(SSEReply(chat_chunks(text=["Hello ", "there."])))
     with running.client() as client:
         streamed = client.post(CHAT, json=_chat(stream=True))
         assert streamed.status_code == 200 and b"Hello " in streamed.content
         assert client.post(CHAT, json=_chat()).status_code == 200  # not streamed
         assert client.post(CHAT, json=_chat(model="nope")).status_code == 404  # an APIError
-        assert client.post(CHAT, json={"model": "fake"}).status_code == 400  # FastAPI words it
+        assert client.post(CHAT, json={"model": "fake"}).status_code == 400  # after the caller
     with running.client(key="tr-not-a-key-0123456789") as stranger:
         assert stranger.post(CHAT, json=_chat(stream=True)).status_code == 401
     assert seen == [1, 1, 1, 1, 1]  # counted while authenticated, before any answer

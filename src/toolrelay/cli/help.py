@@ -12,15 +12,18 @@ PATH; choices as `a|b|c`).
 from __future__ import annotations
 
 import re
+import weakref
 from typing import Any
 
-from typer import _click
+from typer import Context
 from typer.core import TyperArgument, TyperGroup
 
 __all__ = ["PlainHelp", "plain_label"]
 
 _WORDS = {"str": "TEXT", "int": "N", "float": "NUMBER", "path": "PATH", "Path": "PATH"}
 _TYPED = re.compile(r"^<(?:list\[)?([^\]>]*)\]?>(\.\.\.)?$")
+_RELABELLED: weakref.WeakSet[Any] = weakref.WeakSet()
+"""Parameters relabelled already: each is wrapped once, however often a tree holding it is walked."""
 
 
 def plain_label(typed: str | None) -> str | None:
@@ -38,9 +41,9 @@ def plain_label(typed: str | None) -> str | None:
 
 
 def _relabel(param: Any) -> None:
-    if getattr(param, "_plain", False):
+    if param in _RELABELLED:
         return
-    param._plain = True
+    _RELABELLED.add(param)
     flag = bool(getattr(param, "is_flag", False) or getattr(param, "count", False))
     shown = getattr(param, "display_type_rich", None)
     if shown is None:
@@ -59,7 +62,7 @@ def _relabel(param: Any) -> None:
 
 def relabel(command: Any) -> None:
     """Relabel `command`'s parameters (its help option included) and its subcommands'."""
-    help_option = command.get_help_option(_click.Context(command))
+    help_option = command.get_help_option(Context(command))
     for param in [*command.params, *([help_option] if help_option is not None else [])]:
         _relabel(param)
     for sub in getattr(command, "commands", {}).values():

@@ -48,7 +48,7 @@ from toolrelay.server.streams import cancel_streams
 from toolrelay.server.telemetry import Telemetry
 from toolrelay.server.tool_probe import ToolProbe
 from toolrelay.server.turns import TurnManager
-from toolrelay.server.v1_front import V1Front
+from toolrelay.server.v1_front import V1Front, lean_routes
 
 log = logging.getLogger("toolrelay.server")
 
@@ -152,7 +152,12 @@ def create_app(
     )
     install_error_handlers(app)
     app.openapi = fix_openapi(app)  # type: ignore[method-assign]
-    app.add_middleware(V1Front)  # first added, innermost: the /v1 hot path skips the router
+    for module in (openai, responses, chats, code_files, admin, tools, web, health, metrics):
+        app.include_router(module.router)
+    # first added, innermost: the /v1 hot path skips the router
+    app.add_middleware(
+        V1Front, routes=lean_routes([*openai.router.routes, *responses.router.routes])
+    )
     if settings.cors_origins:
         app.add_middleware(
             CORSMiddleware,
@@ -164,6 +169,4 @@ def create_app(
     app.add_middleware(RequestIds)
     telemetry = Telemetry(settings, tracer_provider=tracer_provider)
     app.state.metrics = telemetry.metrics
-    for module in (openai, responses, chats, code_files, admin, tools, web, health, metrics):
-        app.include_router(module.router)
     return app

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -90,21 +91,22 @@ def _location(loc: tuple[Any, ...]) -> str:
     return ".".join(parts) or "body"
 
 
-async def _validation(_: Request, exc: Exception) -> JSONBody:
-    assert isinstance(exc, RequestValidationError)
-    errors = exc.errors()
+def invalid_request(errors: Sequence[Mapping[str, Any]]) -> APIError:
+    """Validation errors (pydantic's, located from `body` on) in the words every route answers
+    them with: the gate's (`server.guard`) and FastAPI's for path, query and header values."""
     first = errors[0] if errors else {}
     if first.get("type") == "json_invalid":
-        return error_response(
-            APIError(400, "The request body is not valid JSON.", code="invalid_json")
-        )
+        return APIError(400, "The request body is not valid JSON.", code="invalid_json")
     problems = "; ".join(
         f"{_location(tuple(e.get('loc', ())))}: {e.get('msg')}" for e in errors[:5]
     )
     param = _location(tuple(first.get("loc", ()))) if first else None
-    return error_response(
-        APIError(400, f"Invalid request: {problems}", param=param, code="invalid_value")
-    )
+    return APIError(400, f"Invalid request: {problems}", param=param, code="invalid_value")
+
+
+async def _validation(_: Request, exc: Exception) -> JSONBody:
+    assert isinstance(exc, RequestValidationError)
+    return error_response(invalid_request(exc.errors()))
 
 
 async def _api_error(_: Request, exc: Exception) -> JSONBody:

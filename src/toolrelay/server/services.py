@@ -16,7 +16,7 @@ from toolrelay.config.settings import Settings
 from toolrelay.engine.finish import RunResult
 from toolrelay.engine.interfaces import EventSink, Message
 from toolrelay.server.api_log import ApiTurnLog, cut_result
-from toolrelay.server.auth import KeyCache, authenticate
+from toolrelay.server.auth import KeyCache
 from toolrelay.server.errors import APIError
 from toolrelay.server.logs import RequestIdInErrors
 from toolrelay.server.shutdown import Stopping
@@ -116,19 +116,4 @@ async def services(request: Request) -> Services:
     return _services(request)
 
 
-async def current_user(request: Request) -> User:
-    svc = _services(request)
-    return await authenticate(request, svc.keys, svc.session_secret)
-
-
 ServicesDep = Annotated[Services, Depends(services)]
-UserDep = Annotated[User, Depends(current_user)]
-
-
-async def admin_user(user: UserDep) -> User:
-    if not user.is_admin:
-        raise APIError(403, "This endpoint needs an admin API key.", code="not_admin")
-    return user
-
-
-AdminDep = Annotated[User, Depends(admin_user)]

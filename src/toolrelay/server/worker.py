@@ -27,18 +27,20 @@ from toolrelay.server.supervisor import STOP_MARGIN_S, WORKER_ENV, worker_socket
 from toolrelay.server.workers import SETTINGS_ENV, worker_settings
 
 
-class _Worker(uvicorn.Server):
-    """uvicorn's server, saying "ready" to the parent once it listens."""
+class _Ready:
+    """Says "ready" to the parent once the server listens: uvicorn's `callback_notify` (its
+    public heartbeat hook, gunicorn's worker uses it) is called from the server's main loop,
+    which starts when the start-up is done, and with `timeout_notify=0` on its first turn."""
 
-    def __init__(self, config: uvicorn.Config, control: socket.socket) -> None:
-        super().__init__(config)
-        self._control = control
+    def __init__(self, control: socket.socket) -> None:
+        self.control = control
+        self.said = False
 
-    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-        await super().startup(sockets=sockets)
-        if self.started:
+    async def __call__(self) -> None:
+        if not self.said:
+            self.said = True
             with contextlib.suppress(OSError):  # the parent is gone: the watcher stops us
-                self._control.sendall(b"ready\n")
+                self.control.sendall(b"ready\n")
 
 
 class _WorkerField(logging.Filter):
@@ -90,10 +92,12 @@ def main() -> None:
         backlog=int(orders["backlog"]),
         log_config=None,  # through toolrelay's handler (format, masking)
         log_level=settings.log_level.lower(),
+        callback_notify=_Ready(control),
+        timeout_notify=0,
     )
     limit = settings.shutdown_grace_s + STOP_MARGIN_S
     threading.Thread(target=_watch_parent, args=(control, limit), daemon=True).start()
-    _Worker(config, control).run(sockets=[listener])
+    uvicorn.Server(config).run(sockets=[listener])
 
 
 if __name__ == "__main__":

@@ -31,6 +31,8 @@ from typing import Any, Final
 import orjson
 import redis.asyncio as aioredis
 from redis.asyncio.client import PubSub
+from redis.asyncio.connection import AbstractConnection
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from toolrelay.adapters.events import Envelope, SeqBase
 from toolrelay.adapters.events.codec import body_envelope, event_body
@@ -321,15 +323,27 @@ class RedisBus:
 
         redis-py keeps every connection a peak ever needed (each live reader
         holds one in a blocking XREAD), so without this the open sockets stay at
-        the busiest moment's count. They are taken out of the pool before any
-        await, so no other task can pick one up while it closes. (redis-py has
-        no public way to do this: `disconnect(inuse_connections=False)` closes
-        connections that other tasks may take meanwhile.)
+        the busiest moment's count. The idle connections are taken out of the pool
+        (`get_available_connection`, with no await between, so no other task can
+        pick one up while it closes), the surplus disconnected, and all handed
+        back: a disconnected one costs no socket and reconnects when next used.
+        (`disconnect(inuse_connections=False)` closes connections that other tasks
+        may take meanwhile.)
         """
-        available: list[Any] = getattr(self._client.connection_pool, "_available_connections", [])
-        surplus = available[_IDLE_KEPT:]
-        del available[_IDLE_KEPT:]
-        await asyncio.gather(*(c.disconnect() for c in surplus), return_exceptions=True)
+        pool = self._client.connection_pool
+        taken: list[AbstractConnection] = []
+        with contextlib.suppress(RedisConnectionError):  # at the pool's limit: all are taken
+            while not taken or taken[-1].is_connected:  # a closed or new one: no open one left
+                taken.append(pool.get_available_connection())  # type: ignore[no-untyped-call]
+        kept = {id(c) for c in [c for c in taken if c.is_connected][:_IDLE_KEPT]}
+        closing = [c for c in taken if id(c) not in kept]
+        try:
+            await asyncio.gather(*(c.disconnect() for c in closing), return_exceptions=True)
+        finally:
+            # the closed ones first: the pool hands out the last released first, so the open
+            # ones stay above the closed ones, where the next clean-up stops
+            for connection in [*closing, *(c for c in taken if id(c) in kept)]:
+                await pool.release(connection)
 
 
 def _decode(entry_id: bytes, fields: dict[bytes, bytes]) -> Envelope | None:

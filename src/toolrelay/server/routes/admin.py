@@ -8,10 +8,10 @@ from fastapi import APIRouter
 
 from toolrelay.adapters.stores import ApiKey
 from toolrelay.server.errors import APIError
-from toolrelay.server.guard import GuardedRoute
+from toolrelay.server.guard import AdminDep, GuardedRoute
 from toolrelay.server.openapi import KeyCreated, KeyList, doc
 from toolrelay.server.schemas import KeyCreate
-from toolrelay.server.services import AdminDep, ServicesDep
+from toolrelay.server.services import ServicesDep
 
 router = APIRouter(route_class=GuardedRoute)
 

@@ -27,7 +27,7 @@ from toolrelay.core.events import Event
 from toolrelay.server.api_log import API_CHAT_PREFIX
 from toolrelay.server.client_tools import client_tools
 from toolrelay.server.errors import APIError
-from toolrelay.server.guard import GuardedRoute
+from toolrelay.server.guard import GuardedRoute, UserDep
 from toolrelay.server.metrics import Metrics
 from toolrelay.server.openapi import (
     SSE,
@@ -40,7 +40,7 @@ from toolrelay.server.openapi import (
     doc,
 )
 from toolrelay.server.schemas import ChatCreate, ChatUpdate, MessageCreate, ToolResultIn
-from toolrelay.server.services import Services, ServicesDep, UserDep
+from toolrelay.server.services import Services, ServicesDep
 from toolrelay.server.streams import SSE_HEADERS
 from toolrelay.server.turns import TurnBusy, TurnNotStarted, channel
 

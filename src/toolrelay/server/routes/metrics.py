@@ -10,9 +10,9 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from toolrelay.server.errors import APIError
-from toolrelay.server.guard import GuardedRoute
+from toolrelay.server.guard import AdminDep, GuardedRoute
 from toolrelay.server.metrics import CONTENT_TYPE, Metrics
-from toolrelay.server.services import AdminDep, ServicesDep
+from toolrelay.server.services import ServicesDep
 
 router = APIRouter(route_class=GuardedRoute)
 

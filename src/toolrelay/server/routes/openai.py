@@ -19,12 +19,12 @@ from toolrelay.core.formats.answer import turn_answer
 from toolrelay.core.formats.chat_completions.render import ChatStream, completion_for
 from toolrelay.server.client_tools import turn_args
 from toolrelay.server.errors import APIError, JSONBody
-from toolrelay.server.guard import GuardedRoute
+from toolrelay.server.guard import GuardedRoute, UserDep
 from toolrelay.server.logs import REQUEST_ID
 from toolrelay.server.openapi import ModelList, OpenAIObject, doc
 from toolrelay.server.params import client_params
 from toolrelay.server.schemas import ChatCompletionRequest
-from toolrelay.server.services import ServicesDep, UserDep
+from toolrelay.server.services import ServicesDep
 from toolrelay.server.streams import TurnStream
 
 router = APIRouter(route_class=GuardedRoute)

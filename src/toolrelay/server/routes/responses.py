@@ -19,12 +19,12 @@ from toolrelay.core.formats.responses.render import ResponsesStream, response_fo
 from toolrelay.core.ids import new_id
 from toolrelay.server.client_tools import turn_args
 from toolrelay.server.errors import APIError, JSONBody
-from toolrelay.server.guard import GuardedRoute
+from toolrelay.server.guard import GuardedRoute, UserDep
 from toolrelay.server.logs import REQUEST_ID
 from toolrelay.server.openapi import OpenAIObject, doc
 from toolrelay.server.params import client_params
 from toolrelay.server.schemas import ResponsesRequest
-from toolrelay.server.services import ServicesDep, UserDep
+from toolrelay.server.services import ServicesDep
 from toolrelay.server.streams import TurnStream
 
 router = APIRouter(route_class=GuardedRoute)

@@ -8,8 +8,8 @@ from fastapi import APIRouter
 
 from toolrelay.errors import ConfigError
 from toolrelay.server.errors import APIError
-from toolrelay.server.guard import GuardedRoute
-from toolrelay.server.services import ServicesDep, UserDep
+from toolrelay.server.guard import GuardedRoute, UserDep
+from toolrelay.server.services import ServicesDep
 
 router = APIRouter(route_class=GuardedRoute)
 

@@ -18,9 +18,9 @@ from toolrelay import __version__
 from toolrelay.adapters.stores import User
 from toolrelay.config.registry import setup_hint
 from toolrelay.server.errors import APIError, JSONBody
-from toolrelay.server.guard import GuardedRoute
+from toolrelay.server.guard import GuardedRoute, UserDep
 from toolrelay.server.schemas import SessionCreate
-from toolrelay.server.services import ServicesDep, UserDep
+from toolrelay.server.services import ServicesDep
 from toolrelay.server.session import COOKIE, SESSION_TTL_S, csrf_token, issue
 
 router = APIRouter(route_class=GuardedRoute)
