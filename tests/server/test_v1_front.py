@@ -20,8 +20,8 @@ from fastapi import FastAPI, Request
 
 from tests.patience import HANG
 from tests.server.conftest import ADMIN_KEY, Running, ServerThread, make_settings
+from toolrelay.server import auth, guard
 from toolrelay.server import gate as gate_module
-from toolrelay.server import guard
 from toolrelay.server.services import Services, services
 from toolrelay.testing.fake_server import FakeModelServer, SSEReply
 from toolrelay.testing.wire import chat_chunks, responses_events
@@ -135,7 +135,7 @@ def test_a_chat_counts_as_starting_from_the_front_door_until_its_first_token(
     (`server.gate`), not only once its answer began; every way out stops counting it."""
     seen: list[int] = []
     gates: list[gate_module.Gate] = []
-    real = guard.authenticate
+    real = auth.authenticate
 
     async def counting(*args: Any) -> Any:
         gates.append(gate_module.gate())
