@@ -11,7 +11,7 @@ import logging
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, Final
 
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
@@ -51,6 +51,12 @@ from toolrelay.server.turns import TurnManager
 from toolrelay.server.v1_front import V1Front, lean_routes
 
 log = logging.getLogger("toolrelay.server")
+
+ROUTERS: Final = tuple(
+    module.router
+    for module in (openai, responses, chats, code_files, admin, tools, web, health, metrics)
+)
+"""Every route of the API; each is a `guard.GuardedRoute`, admitted by `guard.admit`."""
 
 
 async def ensure_admin_key(store: Store, admin_key: str | None) -> str | None:

@@ -18,10 +18,11 @@ from collections.abc import Awaitable, Callable
 from fastapi import APIRouter
 
 from toolrelay.server.errors import JSONBody
+from toolrelay.server.guard import GuardedRoute
 from toolrelay.server.openapi import Health, doc
 from toolrelay.server.services import ServicesDep
 
-router = APIRouter()
+router = APIRouter(route_class=GuardedRoute)
 log = logging.getLogger("toolrelay.server")
 
 READY_TIMEOUT_S = 2.0
