@@ -7,10 +7,14 @@ pydantic speaks of Python types (`must be a table`, not `dict_type`).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from pydantic import ValidationError
-from pydantic_core import ErrorDetails
 
 from toolrelay.config.sources import FILE, Provenance
+
+if TYPE_CHECKING:
+    from pydantic_core import ErrorDetails  # pydantic's own: a type, nothing at run time
 
 __all__ = ["describe"]
 

@@ -1,0 +1,150 @@
+"""Every library src/toolrelay imports is declared in pyproject.toml, with a tested range.
+
+An import is mapped to the distribution that installed the imported module's
+file (so `opentelemetry.trace` is opentelemetry-api's, not the SDK's), and
+that distribution must be a requirement of the package or of one of its
+extras, not reached through someone else's. Imports under
+`if TYPE_CHECKING:` run only for the type checker and are left out. Each
+requirement has a floor and a ceiling, and the version installed here, which
+the suite runs on, is inside them.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.metadata
+import importlib.util
+import sys
+import tomllib
+from collections.abc import Iterator
+from functools import cache
+from pathlib import Path
+from typing import Final
+
+import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
+ROOT: Final = Path(__file__).resolve().parents[1]
+SOURCE: Final = ROOT / "src" / "toolrelay"
+
+
+def requirements() -> list[Requirement]:
+    """The package's requirements and its extras' (the extras naming the package itself,
+    like `all`, left out)."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    listed = [*project["dependencies"]]
+    for extra in project["optional-dependencies"].values():
+        listed.extend(extra)
+    found = [Requirement(line) for line in listed]
+    return [r for r in found if canonicalize_name(r.name) != "toolrelay"]
+
+
+def runtime_imports(source: str) -> Iterator[tuple[int, str]]:
+    """(line, module) of each absolute import outside `if TYPE_CHECKING:` blocks; for
+    `from a import b`, `a.b` when `a` is a namespace package (a directory several
+    distributions install into) and `b` one of its modules."""
+    tree = ast.parse(source)
+    skipped: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skipped.update(id(inner) for stmt in node.body for inner in ast.walk(stmt))
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.Import):
+            yield from ((node.lineno, alias.name) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            if _namespace(node.module):
+                yield from ((node.lineno, f"{node.module}.{alias.name}") for alias in node.names)
+            else:
+                yield node.lineno, node.module
+
+
+def _namespace(module: str) -> bool:
+    if module.split(".")[0] in sys.stdlib_module_names:
+        return False
+    spec = importlib.util.find_spec(module)
+    return spec is not None and spec.origin is None
+
+
+@cache
+def _owners() -> dict[Path, str]:
+    """Installed file → the distribution that installed it."""
+    owners: dict[Path, str] = {}
+    for dist in importlib.metadata.distributions():
+        for file in dist.files or ():
+            if file.suffix in (".py", ".so", ".pyd"):
+                owners[Path(str(dist.locate_file(file))).resolve()] = dist.metadata["Name"]
+    return owners
+
+
+def distribution(module: str) -> str | None:
+    """The distribution the module's file comes from; None for the standard library."""
+    if module.split(".")[0] in sys.stdlib_module_names:
+        return None
+    spec = importlib.util.find_spec(module)
+    if spec is None or spec.origin is None:
+        raise LookupError(f"{module} is not installed")
+    owner = _owners().get(Path(spec.origin).resolve())
+    if owner is None:
+        raise LookupError(f"{module} ({spec.origin}) was installed by no distribution")
+    return owner
+
+
+def undeclared(root: Path, declared: set[str]) -> list[str]:
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        for line, module in runtime_imports(path.read_text(encoding="utf-8")):
+            if module.split(".")[0] == "toolrelay":
+                continue
+            owner = distribution(module)
+            if owner is not None and canonicalize_name(owner) not in declared:
+                found.append(f"{path.relative_to(root.parent)}:{line}: {module} is {owner}'s")
+    return found
+
+
+def test_every_imported_library_is_declared() -> None:
+    declared = {canonicalize_name(r.name) for r in requirements()}
+    assert undeclared(SOURCE, declared) == []
+
+
+@pytest.mark.parametrize("requirement", requirements(), ids=str)
+def test_every_requirement_is_a_range_the_suite_runs_on(requirement: Requirement) -> None:
+    operators = {spec.operator for spec in requirement.specifier}
+    pinned = "==" in operators
+    assert pinned or (operators & {">=", ">", "~="}), f"{requirement}: no floor"
+    assert pinned or (operators & {"<", "<=", "~="}), f"{requirement}: no ceiling"
+    installed = Version(importlib.metadata.version(requirement.name))
+    assert requirement.specifier.contains(installed, prereleases=True), (
+        f"{requirement}: the suite runs on {installed}, outside it"
+    )
+
+
+def test_the_check_maps_imports_to_their_distributions(tmp_path: Path) -> None:
+    """A namespace package is told apart by the file imported; type-only imports are left
+    out; a library reached only through another's requirement is found."""
+    source = tmp_path / "m.py"
+    source.write_text(
+        "from typing import TYPE_CHECKING\n"
+        "import os, json\n"
+        "import opentelemetry.trace\n"
+        "from opentelemetry import context\n"
+        "from starlette.requests import Request\n"
+        "if TYPE_CHECKING:\n"
+        "    from pydantic_core import ErrorDetails\n",
+        encoding="utf-8",
+    )
+    assert distribution("opentelemetry.trace") == "opentelemetry-api"
+    assert distribution("opentelemetry.sdk.trace") == "opentelemetry-sdk"
+    assert [m for _, m in runtime_imports(source.read_text())] == [
+        "typing",
+        "os",
+        "json",
+        "opentelemetry.trace",
+        "opentelemetry.context",
+        "starlette.requests",
+    ]
+    found = undeclared(tmp_path, {"opentelemetry-api"})
+    assert [f.rsplit(": ", 1)[1] for f in found] == ["starlette.requests is starlette's"]
