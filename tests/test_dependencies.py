@@ -106,7 +106,7 @@ def undeclared(root: Path, declared: set[str]) -> list[str]:
 
 
 def test_every_imported_library_is_declared() -> None:
-    declared = {canonicalize_name(r.name) for r in requirements()}
+    declared: set[str] = {canonicalize_name(r.name) for r in requirements()}
     assert undeclared(SOURCE, declared) == []
 
 
