@@ -58,7 +58,8 @@ def test_each_engine_builds_its_runner_with_the_limits(tmp_path: Path) -> None:
     assert isinstance(jupyter, JupyterRunner)
     assert jupyter.sandbox.limits.memory_bytes == 300 * 1024 * 1024
     assert jupyter.pool.max_kernels == 3
-    assert jupyter.root == tmp_path / "code" and jupyter.sandbox.hide == [str(tmp_path)]
+    assert jupyter.root == tmp_path / "code"
+    assert jupyter.sandbox.hide == [tmp_path.resolve(), (tmp_path / "code").resolve()]
     subprocess = build_code_runner(CodeInterpreterConfig(engine="subprocess"), tmp_path)
     assert isinstance(subprocess, SandboxedSubprocess)
 

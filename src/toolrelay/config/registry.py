@@ -136,7 +136,9 @@ def build_registry(settings: Settings, *, env: Mapping[str, str] | None = None) 
         task_model=settings.task_model,
         clients=_filtered(clients, filters),
         sources=sources,
-        code_runner=build_code_runner(settings.code_interpreter, settings.data_dir),
+        code_runner=build_code_runner(
+            settings.code_interpreter, settings.data_dir, settings.config_file
+        ),
         code_users=settings.code_interpreter.users,
     )
 

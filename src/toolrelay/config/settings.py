@@ -25,6 +25,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     ValidationError,
     ValidationInfo,
     field_validator,
@@ -258,6 +259,13 @@ class Settings(BaseSettings):
     api_turns_max_age_days: float | None = Field(default=None, gt=0)
     api_turns_max_count: int | None = Field(default=None, ge=1)
     """Retention of saved `/v1` turns: older ones, or all but the newest N, are deleted."""
+    _file: Path | None = PrivateAttr(default=None)
+
+    @property
+    def config_file(self) -> Path | None:
+        """The config file these settings were read from (`load_settings`), if any: the
+        code interpreter hides it (it may hold `admin_key`)."""
+        return self._file
 
     @field_validator("log_level", mode="before")
     @classmethod
@@ -368,7 +376,9 @@ def load_settings(config: Path | None = None) -> Settings:
     file_token = _FILE.set(path)
     seen_token = _PROVENANCE.set(provenance)
     try:
-        return Settings()
+        settings = Settings()
+        settings._file = path.resolve() if path is not None else None
+        return settings
     except ValidationError as exc:
         raise ConfigError(describe(exc, str(path or "settings"), provenance)) from None
     except tomllib.TOMLDecodeError as exc:

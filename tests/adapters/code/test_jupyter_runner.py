@@ -159,12 +159,13 @@ async def test_the_pool_is_limited_reaps_idle_kernels_and_closes(tmp_path: Path)
     assert not await manager.is_alive()
 
 
-async def test_without_root_or_namespaces_the_limits_and_environment_still_apply(
+async def test_the_basic_level_without_namespaces_keeps_the_limits_and_environment(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("TOOLRELAY_TEST_SECRET", "leak")
-    run = JupyterRunner(tmp_path, limits=SandboxLimits(memory_bytes=1024**3), timeout=HANG)
-    run.sandbox.host = Isolation(root=False, no_network=False)  # a host that allows neither
+    limits = SandboxLimits(memory_bytes=1024**3)
+    run = JupyterRunner(tmp_path, limits=limits, timeout=HANG, level="basic")
+    run.sandbox.host = Isolation(full=False, missing="root", no_network=False)  # allows neither
     code = (
         "import os, resource\n"
         "print(os.environ.get('TOOLRELAY_TEST_SECRET'), resource.getrlimit(resource.RLIMIT_AS)[0])"

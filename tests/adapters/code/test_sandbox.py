@@ -1,7 +1,8 @@
-"""Each limit of the sandbox, proved on a real kernel (docs: README "Code interpreter").
+"""Each limit of the sandbox, proved on a real kernel (docs/code-interpreter.md).
 
-These need what CI has: root and `unshare` (Linux namespaces). Without them
+These need what CI has: root, bubblewrap and Linux namespaces. Without them
 the tests fail and say so, since the isolation they check would be missing.
+`test_escapes.py` has the attacks of issue 24.
 """
 
 from __future__ import annotations
@@ -58,10 +59,7 @@ async def runner(
     tmp_path_factory: pytest.TempPathFactory, secret_env: None, data_dir: Path
 ) -> AsyncIterator[JupyterRunner]:
     host = isolation()
-    assert host.root and host.no_network, (
-        "the sandbox tests need root and working `unshare --net --mount` (CI has both); "
-        f"this host allows: {host}"
-    )
+    assert host.full, f"the sandbox tests need root, bubblewrap and namespaces: {host.missing}"
     root = tmp_path_factory.mktemp("sandboxed")
     run = JupyterRunner(root, limits=LIMITS, timeout=HANG, hide=[data_dir])
     yield run
@@ -81,7 +79,8 @@ async def test_the_server_environment_does_not_reach_the_code(runner: JupyterRun
     )
     out = await cell(runner, code)
     assert os.environ["TOOLRELAY_TEST_API_KEY"] == SECRET  # it was there to leak
-    assert out["stdout"] == "[]\nPermissionError\n"
+    # not even there: the server is outside the kernel's PID namespace
+    assert out["stdout"] == "[]\nFileNotFoundError\n"
 
 
 async def test_a_memory_bomb_raises_memory_error_and_the_kernel_lives(
@@ -147,17 +146,17 @@ async def test_the_code_writes_only_in_its_own_directory(
         f"print(attempt('/etc/toolrelay-escape'))\n"
         f"print(attempt({str(tmp_path / 'escape')!r}))\n"
         f"print(attempt({str(neighbour / 'mine.txt')!r}))\n"
-        f"print(os.listdir({str(data_dir)!r}))\n"
+        f"print(os.path.exists({str(data_dir)!r}) and os.listdir({str(data_dir)!r}))\n"
         "print(attempt('here.txt'), os.getcwd())\n"
     )
     out = await cell(runner, code)
     lines = str(out["stdout"]).splitlines()
-    assert lines[0] == "PermissionError"
+    assert lines[0] in ("PermissionError", "OSError")  # EACCES, or EROFS: /etc is read-only
     assert lines[1] in ("PermissionError", "FileNotFoundError", "wrote")
     assert not (tmp_path / "escape").exists()  # whatever it did, the host's file is not there
     assert lines[2] in ("PermissionError", "FileNotFoundError")
     assert (neighbour / "mine.txt").read_text() == "ok"
-    assert lines[3] == "[]"  # the hidden data directory shows empty
+    assert lines[3] in ("[]", "False")  # the hidden data directory: empty or absent
     assert lines[4] == "wrote /tmp/work"
     assert (runner.workdir("jail") / "here.txt").read_text() == "x"
 

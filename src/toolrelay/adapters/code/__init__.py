@@ -7,6 +7,6 @@ imports jupyter_client.
 
 from toolrelay.adapters.code.kernels import PoolFull
 from toolrelay.adapters.code.runner import JupyterRunner
-from toolrelay.adapters.code.sandbox import SandboxLimits, isolation
+from toolrelay.adapters.code.sandbox import SandboxLimits, SandboxUnavailable, isolation
 
-__all__ = ["JupyterRunner", "PoolFull", "SandboxLimits", "isolation"]
+__all__ = ["JupyterRunner", "PoolFull", "SandboxLimits", "SandboxUnavailable", "isolation"]

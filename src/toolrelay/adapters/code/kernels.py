@@ -6,8 +6,12 @@ variables persist across turns), a kernel unused for `idle_timeout` seconds
 is shut down, and `aclose()` shuts every one down (server stop). At most
 `max_kernels` run at once; one more chat gets `PoolFull`, a clear message.
 
-Each kernel talks to us over Unix sockets (ZeroMQ `ipc`), which also work
-from inside a network namespace with no interface.
+Each kernel talks to us over Unix sockets (ZeroMQ `ipc`) in a directory of
+its own (`.kernels/<uid>`), which also work from inside a network namespace
+with no interface. Each kernel runs as a user of its own (`Sandbox.take_user`),
+taken before it starts and given back only once nothing runs under it. It is
+interrupted by a message on its control channel, not a signal: a signal would
+reach bubblewrap, not the kernel.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ import contextlib
 import hashlib
 import logging
 import re
+import secrets
+import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -50,13 +56,16 @@ class PoolFull(ToolError):
 
 
 class SandboxedKernelManager(AsyncKernelManager):
-    """A kernel manager whose kernel command goes through the sandbox."""
+    """A kernel manager whose kernel command goes through the sandbox, interrupted by message."""
 
     wrap: Callable[[list[str]], list[str]] | None = None
     owner: Callable[[Path], None] | None = None
 
     def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:
         cmd: list[str] = super().format_kernel_cmd(extra_arguments)
+        spec = self.kernel_spec
+        if spec is not None:  # jupyter_client reads it at each interrupt
+            spec.interrupt_mode = "message"
         return self.wrap(cmd) if self.wrap is not None else cmd
 
     def write_connection_file(self, **kwargs: Any) -> None:
@@ -70,8 +79,11 @@ class Kernel:
     """A running kernel of one chat."""
 
     session: str
-    slot: int
+    uid: int | None
+    """Its own user (None at the sandbox's `basic` level)."""
     workdir: Path
+    rundir: Path
+    """Its connection file and sockets."""
     manager: SandboxedKernelManager
     client: AsyncKernelClient
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
@@ -99,8 +111,6 @@ class KernelPool:
         self.clock = clock
         self._kernels: dict[str, Kernel] = {}
         self._starting: dict[str, asyncio.Task[Kernel]] = {}
-        self._reserved: set[int] = set()
-        """Slots being started or stopped: no new kernel may take them yet."""
         self._closing: dict[str, asyncio.Event] = {}
         self._reaper: asyncio.Task[None] | None = None
         self._closed = False
@@ -108,7 +118,7 @@ class KernelPool:
     def workdir(self, session: str) -> Path:
         """The chat's own directory (files its cells write; images it showed)."""
         name = _SAFE.sub("_", session)
-        if name != session or name in ("", ".", ".."):
+        if name != session or name.startswith(".") or not name:  # .kernels, .users are ours
             name = "s-" + hashlib.sha256(session.encode()).hexdigest()[:24]
         return self.root / name
 
@@ -145,39 +155,49 @@ class KernelPool:
             if starting.done():
                 self._starting.pop(session, None)
 
-    def _free_slot(self) -> int:
-        used = {k.slot for k in self._kernels.values()} | self._reserved
-        slot = next(i for i in range(self.max_kernels + len(used) + 1) if i not in used)
-        self._reserved.add(slot)
-        return slot
-
     async def _start(self, session: str) -> Kernel:
-        slot = self._free_slot()
+        uid = self.sandbox.take_user()
         try:
-            return await self._start_in(session, slot)
-        finally:
-            self._reserved.discard(slot)
+            return await self._start_as(session, uid)
+        except BaseException:
+            await asyncio.shield(self.sandbox.give_back(uid))
+            raise
 
-    async def _start_in(self, session: str, slot: int) -> Kernel:
+    def _rundir(self, uid: int | None) -> Path:
+        """A fresh directory for the kernel's connection file and sockets."""
+        name = str(uid) if uid is not None else f"k-{secrets.token_hex(8)}"
+        rundir = self.root / ".kernels" / name
+        rundir.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        shutil.rmtree(rundir, ignore_errors=True)  # an old kernel's (rmtree follows no link)
+        rundir.mkdir(mode=0o700)
+        return rundir
+
+    async def _start_as(self, session: str, uid: int | None) -> Kernel:
         workdir = self.workdir(session)
-        rundir = self.root / ".kernels" / str(slot)
+        rundir = self._rundir(uid)
         workdir.mkdir(parents=True, exist_ok=True)
-        rundir.mkdir(parents=True, exist_ok=True)
-        for stale in rundir.iterdir():
-            stale.unlink()
-        self.sandbox.own(workdir, slot)
-        self.sandbox.own(rundir, slot)
+        self.sandbox.own(workdir, uid)
         manager = SandboxedKernelManager(
             transport="ipc", ip=str(rundir / "k"), connection_file=str(rundir / "kernel.json")
         )
-        manager.wrap = lambda cmd: self.sandbox.command(cmd, workdir, slot, expose=[rundir])
-        manager.owner = lambda path: self.sandbox.own(path, slot)
-        log_path = self.root / ".kernels" / f"{slot}.log"
+        python = self.sandbox.python
+        manager.wrap = lambda cmd: self.sandbox.command(
+            [python, *cmd[1:]], workdir, uid, expose=[rundir]
+        )
+        manager.owner = lambda path: self.sandbox.own(path, uid)
+        log_path = rundir.with_suffix(".log")
         client: AsyncKernelClient | None = None
         try:
             with log_path.open("wb") as log_file:  # the kernel's own messages, not a cell's
                 await manager.start_kernel(
-                    env=self.sandbox.env(), cwd=str(workdir), stdout=log_file, stderr=log_file
+                    env=self.sandbox.env(workdir),
+                    cwd=str(workdir),
+                    stdout=log_file,
+                    stderr=log_file,
+                    # no JPY_PARENT_PID: in its PID namespace the kernel's parent is pid 1,
+                    # which ipykernel's poller takes for "the server died"; bubblewrap's
+                    # --die-with-parent does that job
+                    independent=True,
                 )
             client = manager.client()
             client.start_channels()
@@ -194,7 +214,7 @@ class KernelPool:
                     f"the code kernel did not start: {exc}" + (f" ({said})" if said else "")
                 ) from exc
             raise
-        kernel = self._kernels[session] = Kernel(session, slot, workdir, manager, client)
+        kernel = self._kernels[session] = Kernel(session, uid, workdir, rundir, manager, client)
         kernel.last_used = self.clock()
         self._ensure_reaper()
         return kernel
@@ -204,9 +224,8 @@ class KernelPool:
         kernel = self._kernels.pop(session, None)
         if kernel is None:
             return
-        # until it is gone, its slot (sockets, user) and its chat's directory stay its own
+        # until it is gone, its user (and sockets) and its chat's directory stay its own
         closed = self._closing[session] = asyncio.Event()
-        self._reserved.add(kernel.slot)
         try:
             with contextlib.suppress(Exception):
                 kernel.client.stop_channels()
@@ -214,9 +233,10 @@ class KernelPool:
                 await kernel.manager.shutdown_kernel(now=True)
             except Exception as exc:
                 log.warning("stopping the kernel of %s failed: %s", session, exc)
+            await self.sandbox.give_back(kernel.uid)  # every process of the kernel is gone
             self.sandbox.own(kernel.workdir, None)
+            shutil.rmtree(kernel.rundir, ignore_errors=True)
         finally:
-            self._reserved.discard(kernel.slot)
             del self._closing[session]
             closed.set()
 
@@ -262,3 +282,4 @@ class KernelPool:
                 await task
         for session in list(self._kernels):
             await self.shutdown(session)
+        self.sandbox.close()

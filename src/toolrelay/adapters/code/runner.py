@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import logging
 import queue
 import shutil
 import sys
@@ -25,12 +26,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from toolrelay.adapters.code import files
 from toolrelay.adapters.code.kernels import Kernel, KernelPool
 from toolrelay.adapters.code.outputs import IMAGE_TYPES, CellOutput, Display
-from toolrelay.adapters.code.sandbox import Sandbox, SandboxLimits
+from toolrelay.adapters.code.sandbox import Level, Sandbox, SandboxLimits
 from toolrelay.engine.interpreter import CodeJob
 
 __all__ = ["JupyterRunner"]
+
+log = logging.getLogger(__name__)
 
 INTERRUPT_GRACE = 5.0
 """Seconds an interrupted cell gets to stop before its kernel is restarted."""
@@ -53,17 +57,19 @@ class JupyterRunner:
         startup_timeout: float = 60.0,
         hide: Sequence[str | Path] = (),
         python: str = sys.executable,
+        level: Level = "full",
     ) -> None:
         """`root` holds one directory per chat (default: a new temporary directory);
         `timeout` is a run's default, `max_timeout` the most a run may ask for;
-        `hide` are directories the code must not see (the server's data dir)."""
+        `hide` are paths the code must not see (the server's data dir, its config file);
+        `level` the sandbox's (`sandbox.py`; `SandboxUnavailable` if this host lacks it)."""
         self.root = (
             Path(root) if root is not None else Path(tempfile.mkdtemp(prefix="toolrelay-code-"))
         )
         self.root.mkdir(parents=True, exist_ok=True)
         self.timeout = timeout
         self.max_timeout = max_timeout
-        self.sandbox = Sandbox(limits, hide=hide, python=python, key=str(self.root.resolve()))
+        self.sandbox = Sandbox(limits, root=self.root, hide=hide, python=python, level=level)
         self.pool = KernelPool(
             self.root,
             self.sandbox,
@@ -172,17 +178,22 @@ class JupyterRunner:
         return True
 
     def _save(self, kernel: Kernel, display: Display) -> None:
-        """`outputs/<n>.<ext>`, n counting on past what an earlier kernel of the chat saved."""
-        folder = kernel.workdir / "outputs"
-        folder.mkdir(exist_ok=True)
+        """`outputs/<n>.<ext>`, n counting on past what an earlier kernel of the chat saved;
+        the cell may read, replace or delete them. Written through directory descriptors
+        (`files.save_new`): the cell may have made `outputs` a symlink to a host path."""
+        owner = (kernel.uid, kernel.uid) if kernel.uid is not None else None
         while True:
             kernel.images += 1
-            path = folder / f"{kernel.images}.{IMAGE_TYPES[display.mime]}"
-            if not path.exists():
-                break
-        path.write_bytes(display.data)
-        self.sandbox.own(folder, kernel.slot)  # the cell may read, replace or delete them
-        display.name = str(path.relative_to(kernel.workdir))
+            name = f"{kernel.images}.{IMAGE_TYPES[display.mime]}"
+            try:
+                files.save_new(kernel.workdir, "outputs", name, display.data, owner)
+            except FileExistsError:
+                continue
+            except OSError as exc:
+                log.warning("the image of %s was not saved: %s", kernel.session, exc)
+                return
+            display.name = f"outputs/{name}"
+            return
 
     async def _stop(self, kernel: Kernel, msg_id: str, cell: CellOutput) -> None:
         """A cancelled run: interrupt the cell, then wait (bounded) for the kernel to be idle."""
