@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.envs import load
-from toolrelay.adapters.code import JupyterRunner
+from toolrelay.adapters.code import JupyterRunner, isolation
 from toolrelay.adapters.code.subprocess import SandboxedSubprocess
 from toolrelay.config.code import CodeInterpreterConfig, build_code_runner
 from toolrelay.errors import ConfigError
@@ -70,3 +72,33 @@ async def test_the_subprocess_engine_runs_in_the_sandbox(tmp_path: Path) -> None
     code = "import os; print(os.getcwd(), 'HOME' in os.environ, os.getuid() != 0)"
     out = await runner.run(code, "python")
     assert out["stdout"] == "/tmp/work True True\n", out
+
+
+def test_the_basic_sandbox_is_refused_for_everyone_and_as_root(tmp_path: Path) -> None:
+    everyone = CodeInterpreterConfig(engine="jupyter", sandbox="basic", users="everyone")
+    with pytest.raises(ConfigError, match="basic.*is for one trusted user, not users = 'everyone'"):
+        build_code_runner(everyone, tmp_path)
+    assert os.geteuid() == 0, "this check needs the tests to run as root (CI does)"
+    with pytest.raises(ConfigError, match="'basic' would run code as root"):
+        build_code_runner(CodeInterpreterConfig(engine="subprocess", sandbox="basic"), tmp_path)
+
+
+@pytest.fixture
+def fresh_probe() -> Iterator[None]:
+    """`isolation()` probes the host once per process: again for this test, and after it."""
+    isolation.cache_clear()
+    yield
+    isolation.cache_clear()
+
+
+def test_a_host_without_bubblewrap_stops_the_start_saying_what_is_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fresh_probe: None
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # no bwrap, prlimit or setpriv on it
+    with pytest.raises(ConfigError) as caught:
+        build_code_runner(CodeInterpreterConfig(engine="jupyter"), tmp_path)
+    assert str(caught.value) == (
+        "code_interpreter: the code sandbox needs bwrap, prlimit, setpriv on PATH "
+        "(apt-get install bubblewrap); on a host for one trusted user set "
+        "code_interpreter.sandbox = 'basic' (docs/code-interpreter.md)"
+    )

@@ -29,6 +29,7 @@ import pytest
 from tests.adapters.code.hostview import kill_all, processes_of, until
 from tests.patience import HANG
 from toolrelay.adapters.code import JupyterRunner, SandboxLimits
+from toolrelay.adapters.code.subprocess import SandboxedSubprocess
 from toolrelay.config import load_settings
 from toolrelay.config.registry import build_registry
 from toolrelay.engine.interpreter import CodeJob
@@ -484,3 +485,30 @@ async def test_a_new_runner_kills_what_a_dead_one_left_under_its_users(
         if leftover.poll() is None:
             leftover.kill()
         leftover.wait()
+
+
+async def test_with_the_network_on_the_hosts_unix_sockets_stay_hidden(
+    tmp_path: Path, uids: set[int]
+) -> None:
+    """`network = true` opens TCP and the host's abstract sockets (docs say so), not files."""
+    run = JupyterRunner(tmp_path / "code", limits=SandboxLimits(network=True), timeout=HANG)
+    try:
+        uids.add(int(await cell(run, "import os\nprint(os.getuid())", "pg")))
+        out = await cell(run, CONNECT.replace("PATHS", repr([PG_SOCKET])), "pg")
+    finally:
+        await run.aclose()
+    assert out == "FileNotFoundError\n"
+
+
+async def test_the_subprocess_engine_leaves_nothing_behind(tmp_path: Path, uids: set[int]) -> None:
+    run = SandboxedSubprocess(tmp_path / "code", limits=LIMITS, timeout=HANG)
+    try:
+        out = await run.run(SPAWN, "python", CodeJob(session="alice"))
+        uid_line, said = str(out["stdout"]).split()
+        uids.add(int(uid_line))
+        assert said == "spawned" and int(uid_line) != 0
+        await until(lambda: not processes_of([int(uid_line)]), "nothing of the run is left")
+        second = await run.run("import os\nprint(os.getuid())", "python", CodeJob(session="b"))
+        uids.add(int(second["stdout"]))
+    finally:
+        await run.aclose()
