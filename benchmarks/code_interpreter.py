@@ -5,31 +5,42 @@ Three ways, in the same run on the same machine:
 - `jupyter_client`: an `AsyncKernelManager` started directly (same `ipc`
   transport, no sandbox), `execute`, read IOPub until idle (the least any
   Jupyter-based interpreter can do);
-- `JupyterRunner`: our runner (sandbox: unshare, setrlimit, own user; a
-  kernel per chat; output collected);
+- `JupyterRunner`: our runner (the full sandbox: bubblewrap, prlimit,
+  setpriv, a user per kernel; a kernel per chat; output collected);
 - `Relay loop`: a whole turn through `Relay.run` with an in-process scripted
   model that calls `execute_code` then answers (what a chat pays).
 
 Wall time is the median of the runs (first cell: of `starts` fresh kernels);
 CPU is this process's (`time.process_time`) plus the kernel's own (from
 /proc/<pid>/stat), per run.
+
+Then the sandbox's own start-up cost: `true` run bare, through util-linux's
+`unshare --pid --fork` (the other way to a PID namespace, with the same
+limits and user), and through our full command line, best of N, alternated.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import queue
+import shutil
 import statistics
+import subprocess
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 from jupyter_client.manager import AsyncKernelManager
 
+from benchmarks.timing import interleaved
 from toolrelay import Relay
 from toolrelay.adapters.code import JupyterRunner
+from toolrelay.adapters.code.sandbox import Sandbox
+from toolrelay.adapters.code.users import processes_of
 from toolrelay.engine.interpreter import CodeJob
 from toolrelay.testing.scripted_model import ScriptedModel, reply
 
@@ -91,7 +102,10 @@ class Runner:
         await self.runner.run("print(1)", "python", CodeJob(session="bench"))
 
     def pid(self) -> int:
-        return int(self.runner.pool._kernels["bench"].manager.provisioner.pid)
+        """The kernel's own process (the provisioner's pid is bubblewrap's)."""
+        uid = self.runner.pool._kernels["bench"].uid
+        assert uid is not None
+        return min(processes_of([uid])[uid])
 
     async def stop(self) -> None:
         await self.runner.aclose()
@@ -157,8 +171,40 @@ async def main(quick: bool) -> None:
         )
 
 
+def wrappers(repeat: int) -> None:
+    """Start-up cost of each way to a PID namespace with limits and a user (module doc)."""
+    root = Path(tempfile.mkdtemp(prefix="bench-sandbox-"))
+    work = root / "work"
+    work.mkdir()
+    sandbox = Sandbox(root=root)
+    uid = sandbox.take_user()
+    assert uid is not None
+    sandbox.own(work, uid)
+    true = [shutil.which("true") or "/bin/true"]
+    tail = sandbox.command(true, work, uid)
+    limits_and_user = tail[tail.index("prlimit") :]
+    unshare = ["unshare", "--pid", "--fork", "--kill-child", "--mount-proc", "--net"]
+    commands = {
+        "bare": true,
+        "unshare --pid --fork": [*unshare, "--ipc", "--uts", "--mount", *limits_and_user],
+        "bwrap (ours)": tail,
+    }
+    for cmd in commands.values():
+        subprocess.run(cmd, check=True)
+    best = interleaved(
+        {k: functools.partial(subprocess.run, c) for k, c in commands.items()}, repeat
+    )
+    print(f"sandbox start-up: best of {repeat}, `true` as the command")
+    for name, seconds in best.items():
+        print(f"{name:22} {seconds * 1000:7.1f}ms  +{(seconds - best['bare']) * 1000:6.1f}ms")
+    asyncio.run(sandbox.give_back(uid))
+    sandbox.close()
+    shutil.rmtree(root)
+
+
 def run(*, quick: bool = False) -> None:
     asyncio.run(main(quick))
+    wrappers(5 if quick else 50)
 
 
 if __name__ == "__main__":

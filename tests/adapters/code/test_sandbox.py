@@ -200,3 +200,19 @@ async def test_the_cpu_limit_ends_the_kernel_and_the_next_run_starts_anew(
         await run.aclose()
     assert str(out["error"]).startswith("the kernel died")
     assert after["result"] == "False"
+
+
+async def test_the_code_has_no_privileges(runner: JupyterRunner) -> None:
+    """No capabilities (not even in the bounding set), no groups, `no_new_privs`: a setuid
+    program under /usr/bin raises nothing."""
+    code = (
+        "import os, subprocess\n"
+        "status = dict(l.split(':', 1) for l in open('/proc/self/status').read().splitlines())\n"
+        "print(*(status[k].strip() for k in ('CapEff', 'CapPrm', 'CapBnd', 'NoNewPrivs')))\n"
+        "print(os.getuid() != 0, os.getgroups())\n"
+        "su = subprocess.run(['/usr/bin/su', '-c', 'id -u'], capture_output=True, text=True)\n"
+        "print(su.stdout.strip() != '0')\n"
+    )
+    out = await cell(runner, code)
+    zero = "0000000000000000"
+    assert out["stdout"] == f"{zero} {zero} {zero} 1\nTrue []\nTrue\n"
