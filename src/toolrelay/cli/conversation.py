@@ -224,7 +224,7 @@ def code_runner(choice: ModelChoice) -> Any:
     config = settings.code_interpreter
     if not config.enabled:
         config = config.model_copy(update={"engine": "jupyter"})
-    return build_code_runner(config, settings.data_dir)
+    return build_code_runner(config, settings.data_dir, settings.config_file)
 
 
 async def run_turn(

@@ -209,3 +209,12 @@ async def test_a_run_waiting_on_a_kernel_that_is_shut_down_starts_a_new_one(
         died, fresh = await first, await second
     assert str(died["error"]).startswith("the kernel died")
     assert fresh["result"] == "'fresh'"
+
+
+def test_a_chat_id_never_names_the_pools_own_directories(tmp_path: Path) -> None:
+    """`.kernels` (sockets) and `.users` (user leases) are the pool's; a chat id that
+    starts with a dot gets a hashed directory instead."""
+    run = JupyterRunner(tmp_path)
+    names = {run.pool.workdir(chat).name for chat in (".kernels", ".users", ".", "..", "")}
+    assert all(n.startswith("s-") for n in names) and len(names) == 5
+    assert run.workdir("chat-1") == tmp_path / "chat-1"

@@ -118,7 +118,7 @@ class KernelPool:
     def workdir(self, session: str) -> Path:
         """The chat's own directory (files its cells write; images it showed)."""
         name = _SAFE.sub("_", session)
-        if name != session or name.startswith(".") or not name:  # .kernels, .users are ours
+        if name != session or name.startswith(".") or not name:  # .kernels, .users: ours
             name = "s-" + hashlib.sha256(session.encode()).hexdigest()[:24]
         return self.root / name
 
