@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench setup services node wheel fuzz chromium
+.PHONY: run test lint bench setup services node wheel fuzz chromium bubblewrap
 NODE_STAMP := tests/node/node_modules/.installed
 
 # pip >= 25.1 reads PEP 735 dependency groups (`--group dev`), hence the upgrade first.
@@ -45,11 +45,20 @@ chromium:
 	    { $$SUDO apt-get update -q >/dev/null 2>&1 && $$SUDO apt-get install -y -q chromium >/dev/null 2>&1; }; }; \
 	  [ -x /usr/bin/chromium ] || echo "chromium: /usr/bin/chromium is missing and apt-get could not install it; install chromium (apt-get install chromium): the web page tests (tests/web) fail until it is there" >&2; }
 
+# Debian's bubblewrap for the code interpreter's sandbox (docs/code-interpreter.md; its tests
+# in tests/adapters/code need it and root). Without it, those tests fail saying so.
+bubblewrap:
+	@command -v bwrap >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  command -v apt-get >/dev/null 2>&1 && { $$SUDO apt-get install -y -q bubblewrap >/dev/null 2>&1 || \
+	    { $$SUDO apt-get update -q >/dev/null 2>&1 && $$SUDO apt-get install -y -q bubblewrap >/dev/null 2>&1; }; }; \
+	  command -v bwrap >/dev/null 2>&1 || echo "bubblewrap: bwrap is missing and apt-get could not install it; install bubblewrap (apt-get install bubblewrap): the code interpreter's tests (tests/adapters/code) fail until it is there" >&2; }
+
 # The wheel, installed alone into a fresh venv: `import toolrelay`, `toolrelay --version`.
 wheel: $(STAMP)
 	bash scripts/check_wheel.sh $(BIN)
 
-test: $(STAMP) lint services node chromium wheel
+test: $(STAMP) lint services node chromium bubblewrap wheel
 	$(BIN)/pytest -q -n 2 -p no:cacheprovider
 
 # The property and fuzz tests with their long budget (tests/patience.py: fuzz_budget);
