@@ -29,7 +29,7 @@ from toolrelay.config.sources import is_file_ref
 from toolrelay.config.tool_servers import build_source
 from toolrelay.engine.interfaces import ModelClient, Tool, ToolSource, tools_by_name
 from toolrelay.engine.limits import RunLimits
-from toolrelay.engine.toolbox import Toolbox, ToolSubset
+from toolrelay.engine.toolbox import CheckedTools, Toolbox, ToolSubset
 from toolrelay.errors import ConfigError
 
 __all__ = ["Registry", "build_registry", "setup_hint"]
@@ -58,6 +58,7 @@ class Registry:
     """Who may run code besides admins: `admins` (nobody else) or `everyone`."""
     toolbox: Toolbox = field(init=False, repr=False)
     """Every tool and source: what `GET /api/tools` and `toolrelay tools list` show."""
+    _route_tools: dict[str, CheckedTools] = field(init=False, repr=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         self.toolbox = Toolbox(self.tools.values(), [ToolSubset(s) for s in self.sources.values()])
@@ -69,13 +70,20 @@ class Registry:
         except KeyError:
             raise KeyError(f"unknown model {route!r}") from None
 
-    def tools_for(self, route: str) -> list[Tool | ToolSource]:
+    def tools_for(self, route: str) -> CheckedTools:
         """What a route may offer the model: its `tools` list (tool or server names), or all.
 
         Sources are handed out as views, so closing a turn's `Relay` never stops a
         shared server; a name that is neither a tool nor a server picks that tool
-        out of the servers' lists.
+        out of the servers' lists. Built and checked once per route: every turn's
+        `Relay` reuses it (and its toolbox) as is.
         """
+        checked = self._route_tools.get(route)
+        if checked is None:
+            checked = self._route_tools[route] = CheckedTools(self._chosen(route))
+        return checked
+
+    def _chosen(self, route: str) -> list[Tool | ToolSource]:
         names = self.routes[route].tools
         if names is None:
             return [*self.tools.values(), *(ToolSubset(s) for s in self.sources.values())]

@@ -89,6 +89,9 @@ class TurnSetup:
     sink: EventSink
     finisher: Finisher
     tools: Mapping[str, Tool] = field(default_factory=dict)
+    tool_specs: Sequence[Mapping[str, Any]] | None = None
+    """The tools' specs for the model, in `tools` order; None: made from `tools` (a
+    `Toolbox` hands the ones it made once, so a turn does not remake them)."""
     limits: RunLimits = field(default_factory=RunLimits)
     pending: PendingCalls = field(default_factory=PendingCalls)
     context: ToolContext = field(default_factory=ToolContext)
@@ -137,7 +140,11 @@ class Turn:
             setup.pending,
             quiet=self.emitter.quiet,
         )
-        self._tool_specs = [t.spec.openai_spec() for t in setup.tools.values()]
+        self._tool_specs = (
+            [t.spec.openai_spec() for t in setup.tools.values()]
+            if setup.tool_specs is None
+            else setup.tool_specs
+        )
         self._replay = ChatReplay()
         self.watch: TurnObserver | None = None
         self._ids_of: Sequence[Message] | None = None

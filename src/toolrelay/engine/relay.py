@@ -25,8 +25,6 @@ from toolrelay.engine.interfaces import (
     Tool,
     ToolContext,
     ToolLike,
-    ToolSource,
-    tools_by_name,
 )
 from toolrelay.engine.interpreter import CodeBudget, CodeRunner
 from toolrelay.engine.limits import RunLimits
@@ -34,7 +32,7 @@ from toolrelay.engine.loop import Turn, TurnSetup
 from toolrelay.engine.observer import Observer
 from toolrelay.engine.pending import PendingCalls
 from toolrelay.engine.sinks import NullSink, stream_events
-from toolrelay.engine.toolbox import Toolbox
+from toolrelay.engine.toolbox import CheckedTools, ToolOffer, checked_toolbox
 from toolrelay.errors import ToolError
 
 
@@ -75,17 +73,14 @@ class Relay:
         `observer` watches each turn (logs, metrics, traces: `engine.observer`).
         """
         self.model = model
-        fixed: list[Tool] = []
-        sources: list[ToolSource] = []
-        for given in tools:
-            item = self.coerce(given)
-            if not isinstance(item, type) and isinstance(item, ToolSource):
-                sources.append(item)
-            else:
-                fixed.append(_checked_tool(item))
-        self.tools = tools_by_name([("tools", fixed)])
-        self.toolbox = Toolbox(self.tools.values(), sources)
-        """Fixed tools plus the sources' tools, listed before each turn."""
+        self.toolbox = (
+            tools.toolbox
+            if isinstance(tools, CheckedTools)
+            else checked_toolbox(tools, self.coerce)
+        )
+        """Fixed tools plus the sources' tools, offered before each turn; a `CheckedTools`
+        (a server route's, built once) brings its toolbox, checked already."""
+        self.tools = self.toolbox.fixed
         self.limits = limits or RunLimits()
         self.store = store
         self.filters = list(filters)
@@ -135,12 +130,13 @@ class Relay:
         history = repair_history(history)
         message_id = message_id or new_id("msg")
         sink = sink or NullSink()
-        tools = dict(await self.toolbox.tools())
-        tools.update({t.spec.name: t for t in extra_tools})
+        offer = await self.toolbox.offer()
         code_runner, tags = self._code_path(features, user)
         budget = CodeBudget(self.limits.interpreter_retries)
-        if code_runner is not None and self.code_tool and CODE_TOOL_NAME not in tools:
-            tools[CODE_TOOL_NAME] = CodeTool(code_runner, budget=budget)
+        added = {t.spec.name: t for t in extra_tools}
+        if code_runner is not None and self.code_tool and CODE_TOOL_NAME not in offer.tools:
+            added.setdefault(CODE_TOOL_NAME, CodeTool(code_runner, budget=budget))
+        tools, specs = _with_added(offer, added)
         setup = TurnSetup(
             model=self.model,
             messages=history,
@@ -156,6 +152,7 @@ class Relay:
                 model_name=self.name,
             ),
             tools=tools,
+            tool_specs=specs,
             limits=self.limits,
             pending=self.pending,
             context=ToolContext(
@@ -283,12 +280,17 @@ def _emitter(sink: EventSink) -> Any:
     return emit
 
 
-def _checked_tool(obj: object) -> Tool:
-    if isinstance(obj, str):
-        raise TypeError(f"not a tool: {obj!r} (load a tool file with ToolFile({obj!r}))")
-    if isinstance(obj, type) or not isinstance(obj, Tool):
-        raise TypeError(f"not a tool: {obj!r} (make a function a tool with @tool)")
-    return obj
+def _with_added(
+    offer: ToolOffer, added: Mapping[str, Tool]
+) -> tuple[Mapping[str, Tool], Sequence[Mapping[str, Any]]]:
+    """The turn's tools and specs: the shared offer as is, or a copy with the turn's own
+    tools (client tools, `execute_code`) in it, a same-named one replacing the offer's."""
+    if not added:
+        return offer.tools, offer.specs
+    tools = {**offer.tools, **added}
+    if any(name in offer.tools for name in added):
+        return tools, [t.spec.openai_spec() for t in tools.values()]
+    return tools, [*offer.specs, *(t.spec.openai_spec() for t in added.values())]
 
 
 def _as_messages(messages: Sequence[Message] | str) -> list[Message]:

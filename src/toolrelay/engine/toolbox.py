@@ -7,6 +7,11 @@ every turn) and its status says why, for `GET /api/tools` and `tools list`.
 
 It does not know what a source is (MCP, OpenAPI, a tool file): it sees the
 `ToolSource` interface only.
+
+Tools are checked once, when a toolbox is built (`checked_toolbox`), not per turn: a
+server builds a `CheckedTools` per route once and every turn's `Relay` reuses its
+toolbox. Per turn, `offer()` answers from a cache (the merged map and the model's
+tool specs) while the fixed tools and the sources' listings are the same objects.
 """
 
 from __future__ import annotations
@@ -14,13 +19,21 @@ from __future__ import annotations
 import asyncio
 import logging
 import weakref
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from toolrelay.engine.interfaces import Tool, ToolContext, ToolSource
+from toolrelay.engine.interfaces import Tool, ToolContext, ToolSource, tools_by_name
 
-__all__ = ["SourceStatus", "ToolInfo", "ToolSubset", "Toolbox"]
+__all__ = [
+    "CheckedTools",
+    "SourceStatus",
+    "ToolInfo",
+    "ToolOffer",
+    "ToolSubset",
+    "Toolbox",
+    "checked_toolbox",
+]
 
 log = logging.getLogger("toolrelay.tools")
 
@@ -51,8 +64,18 @@ class ToolInfo:
     status: str
 
 
+@dataclass(frozen=True, slots=True)
+class ToolOffer:
+    """What one turn offers the model: tools by name and their specs, in the same order.
+
+    Shared between turns: read it, never change it (copy to add a turn's own tools)."""
+
+    tools: Mapping[str, Tool]
+    specs: Sequence[dict[str, Any]]
+
+
 class Toolbox:
-    """Fixed tools and tool sources; `tools()` is what a turn offers the model."""
+    """Fixed tools and tool sources; `offer()` / `tools()` is what a turn offers the model."""
 
     def __init__(self, tools: Iterable[Tool] = (), sources: Iterable[ToolSource] = ()) -> None:
         self.fixed: dict[str, Tool] = {t.spec.name: t for t in tools}
@@ -60,12 +83,27 @@ class Toolbox:
         self._errors: dict[str, str] = {}
         self._listed: dict[str, Sequence[Tool]] = {}
         self._clashes: set[tuple[str, str]] = set()
+        self._offer: ToolOffer | None = None
+        self._offered_from: tuple[int, ...] = ()
+        """Ids of the listings the cached offer was merged from (sources answer from caches)."""
 
-    async def tools(self) -> dict[str, Tool]:
+    async def tools(self) -> Mapping[str, Tool]:
         """Every tool that can be offered now; fixed tools win a name clash."""
-        if not self.sources:
-            return self.fixed
-        listed = await asyncio.gather(*(self._list(s) for s in self.sources))
+        return (await self.offer()).tools
+
+    async def offer(self) -> ToolOffer:
+        """The tools and specs of a turn: merged anew only when a listing changed."""
+        listed: Sequence[Sequence[Tool]] = ()
+        if self.sources:
+            listed = await asyncio.gather(*(self._list(s) for s in self.sources))
+        key = tuple(id(found) for found in listed)
+        if self._offer is None or key != self._offered_from:
+            merged = self._merge(listed)
+            self._offer = ToolOffer(merged, [t.spec.openai_spec() for t in merged.values()])
+            self._offered_from = key
+        return self._offer
+
+    def _merge(self, listed: Sequence[Sequence[Tool]]) -> dict[str, Tool]:
         merged = dict(self.fixed)
         for source, found in zip(self.sources, listed, strict=True):
             for item in found:
@@ -167,13 +205,65 @@ class ToolSubset:
         self.source = source
         self.name = source.name
         self.names = None if names is None else frozenset(names)
+        self._picked: tuple[Sequence[Tool], Sequence[Tool]] | None = None
+        """(the source's listing, the subset of it): the same listing gives the same list."""
 
     async def list(self) -> Sequence[Tool]:
         found = await self.source.list()
-        return found if self.names is None else [t for t in found if t.spec.name in self.names]
+        if self.names is None:
+            return found
+        if self._picked is None or self._picked[0] is not found:
+            self._picked = (found, [t for t in found if t.spec.name in self.names])
+        return self._picked[1]
 
     async def call(self, name: str, arguments: dict[str, Any], context: ToolContext) -> Any:
         return await self.source.call(name, arguments, context)
 
     async def aclose(self) -> None:
         return None
+
+
+def _as_given(item: object) -> object:
+    return item
+
+
+class CheckedTools(tuple[Tool | ToolSource, ...]):
+    """Tools and sources checked once, with the toolbox a turn's `Relay` reuses as is.
+
+    A tuple, so what was checked cannot change afterwards; `Relay(model, checked)`
+    skips the per-item checks and takes `checked.toolbox`.
+    """
+
+    toolbox: Toolbox
+
+    def __new__(
+        cls, items: Iterable[object] = (), coerce: Callable[[object], object] = _as_given
+    ) -> CheckedTools:
+        toolbox = checked_toolbox(items, coerce)
+        made = super().__new__(cls, [*toolbox.fixed.values(), *toolbox.sources])
+        made.toolbox = toolbox
+        return made
+
+
+def checked_toolbox(
+    items: Iterable[object], coerce: Callable[[object], object] = _as_given
+) -> Toolbox:
+    """A toolbox of `items` (each made a `Tool` or `ToolSource` by `coerce`), every item
+    checked: a `TypeError` names what is not a tool, a `ConfigError` a name given twice."""
+    fixed: list[Tool] = []
+    sources: list[ToolSource] = []
+    for given in items:
+        item = coerce(given)
+        if not isinstance(item, type) and isinstance(item, ToolSource):
+            sources.append(item)
+        else:
+            fixed.append(_checked_tool(item))
+    return Toolbox(tools_by_name([("tools", fixed)]).values(), sources)
+
+
+def _checked_tool(obj: object) -> Tool:
+    if isinstance(obj, str):
+        raise TypeError(f"not a tool: {obj!r} (load a tool file with ToolFile({obj!r}))")
+    if isinstance(obj, type) or not isinstance(obj, Tool):
+        raise TypeError(f"not a tool: {obj!r} (make a function a tool with @tool)")
+    return obj

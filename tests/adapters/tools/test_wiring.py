@@ -111,7 +111,11 @@ def test_api_tools_lists_every_tool_with_source_and_status(
     tmp_path: Path, config: Path, upstream: FakeModelServer
 ) -> None:
     settings = load_settings(config).model_copy(
-        update={"data_dir": tmp_path / "data", "admin_key": ADMIN_KEY}
+        update={
+            "data_dir": tmp_path / "data",
+            "admin_key": ADMIN_KEY,
+            "database_url": f"sqlite+aiosqlite:///{tmp_path / 'data' / 'db.sqlite'}",
+        }  # model_copy runs no validator: the url would stay the home directory's database
     )
     with ServerThread(settings) as base_url:
         import httpx
