@@ -14,6 +14,7 @@ SUITES = (
     "chat_memory",
     "chat_load",
     "tool_sources",
+    "many_tools",
     "local_model",
     "code_interpreter",
     "bus_publish",

@@ -123,6 +123,7 @@ async def test_loads_example_tools_and_filters_by_route(
         "get_time",
         "get_weather",
     ]
+    assert registry.tools_for("mini") is registry.tools_for("mini")  # built once per route
     calc = registry.tools["calculator"]
     assert await calc.call({"expression": "2 * (3 + 4)"}, ToolContext()) == "14"
     weather = await registry.tools["get_weather"].call({"city": "Paris"}, ToolContext())
