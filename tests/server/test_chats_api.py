@@ -193,6 +193,17 @@ def test_paging_delete_and_revoke(running: Running) -> None:
         ids = [new_chat(client, title=f"c{i}") for i in range(5)]
         page = client.get("/api/chats", params={"limit": 2, "offset": 1}).json()
         assert page["total"] == 5 and [c["id"] for c in page["data"]] == [ids[3], ids[2]]
+        seen, cursor = [], None
+        while True:  # the cursor walks the whole list, a page at a time
+            params: dict[str, Any] = {"limit": 2} | ({"cursor": cursor} if cursor else {})
+            page = client.get("/api/chats", params=params).json()
+            seen.append([c["id"] for c in page["data"]])
+            cursor = page["next_cursor"]
+            if cursor is None:
+                break
+        assert seen == [[ids[4], ids[3]], [ids[2], ids[1]], [ids[0]]]
+        bad = client.get("/api/chats", params={"cursor": "made-up"})
+        assert (bad.status_code, bad.json()["error"]["code"]) == (400, "invalid_cursor")
         assert client.delete(f"/api/chats/{ids[0]}").status_code == 204
         assert client.get(f"/api/chats/{ids[0]}").status_code == 404
         assert client.get("/api/chats", params={"limit": 0}).status_code == 400

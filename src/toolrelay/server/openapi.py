@@ -78,6 +78,8 @@ class ChatList(_Doc):
     total: int
     limit: int
     offset: int
+    next_cursor: str | None
+    """Pass as `cursor` for the next page; null when this page is the last."""
 
 
 class TurnStarted(_Doc):

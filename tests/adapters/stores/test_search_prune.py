@@ -33,9 +33,10 @@ async def test_search_by_title_or_message_and_by_id_prefix(store: Store) -> None
     assert await _titles(store, alice, query="weather") == ["Weather in Paris"]  # not bob's
     assert await _titles(store, alice, query="RAIN") == ["Weather in Paris"]  # message, any case
     assert await _titles(store, alice, query="it is 23") == ["sums"]  # the assistant's answer
-    assert await _titles(store, alice, query="100%") == ["sums"]  # LIKE wildcards are literal
-    assert await _titles(store, alice, query="0% of 2_") == ["sums"]
-    assert await _titles(store, alice, query="2%3") == []
+    assert await _titles(store, alice, query="100%") == ["sums"]  # punctuation is no word
+    assert await _titles(store, alice, query="of 2_3") == ["sums"]
+    assert await _titles(store, alice, query="2%3") == ["sums"]  # the words 2 and 3
+    assert await _titles(store, alice, query="%") == []  # no word: nothing matches
     assert await _titles(store, alice, id_prefix="api_") == ["sums"]
     assert await _titles(store, alice, id_prefix="api_", exclude_prefix=True) == [
         "Weather in Paris"

@@ -14,12 +14,14 @@ from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import inspect, text
+from sqlalchemy import JSON, inspect, text
+from sqlalchemy import column as sa_column
+from sqlalchemy import table as sa_table
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import StatementError
 
 from toolrelay.adapters.stores import Store, TurnFields, sql
-from toolrelay.adapters.stores.models import Base
+from toolrelay.adapters.stores.models import Base, UTCDateTime, modelled
 from toolrelay.adapters.stores.sql import (
     MIGRATIONS_DIR,
     SQLStore,
@@ -32,17 +34,19 @@ from .conftest import FakeClock
 
 pytestmark = pytest.mark.anyio
 
-TABLES = {"alembic_version", "api_keys", "chats", "messages", "users"}
+TABLES = {"alembic_version", "api_keys", "chats", "messages", "search_docs", "users"}
 
 
-HEAD = "0002_key_prefix_scrub"
+HEAD = "0003_chat_search"
 WHEN = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def test_migrations_are_one_line_to_head() -> None:
     script = ScriptDirectory(str(MIGRATIONS_DIR))
     assert script.get_heads() == [HEAD]
-    assert [r.revision for r in script.walk_revisions()] == [HEAD, "0001_initial"]
+    revisions = list(script.walk_revisions())  # head first
+    # one line: each revision follows the next older one, the oldest follows none
+    assert [r.down_revision for r in revisions] == [r.revision for r in revisions[1:]] + [None]
 
 
 async def test_upgrade_scrubs_secret_characters_from_stored_key_prefixes(sql_url: str) -> None:
@@ -74,9 +78,10 @@ async def test_upgrade_scrubs_secret_characters_from_stored_key_prefixes(sql_url
 
 
 def _schema_state(connection: Connection) -> tuple[set[str], list[Any], list[Any]]:
-    tables = set(inspect(connection).get_table_names())
+    tables = {t for t in inspect(connection).get_table_names() if modelled(t, "table")}
     versions = list(connection.execute(text("SELECT version_num FROM alembic_version")))
-    diff = compare_metadata(MigrationContext.configure(connection), Base.metadata)
+    context = MigrationContext.configure(connection, opts={"include_name": modelled})
+    diff = compare_metadata(context, Base.metadata)
     return tables, [tuple(v) for v in versions], diff
 
 
@@ -221,3 +226,81 @@ def test_package_imports_lazily_without_sqlalchemy() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert (done.returncode, done.stdout, done.stderr) == (0, "upgrade\n", "")
+
+
+async def test_upgrade_indexes_chats_written_before_search_existed(
+    sql_url: str, clock: FakeClock
+) -> None:
+    """0003 builds the search index of every message and title already in the database."""
+    engine = create_engine(sql_url)
+    chats = sa_table(
+        "chats",
+        *(sa_column(c) for c in ("id", "user_id", "title", "model")),
+        sa_column("tags", JSON),
+        sa_column("created_at", UTCDateTime),
+        sa_column("updated_at", UTCDateTime),
+    )
+    messages = sa_table(
+        "messages",
+        *(sa_column(c) for c in ("id", "chat_id", "role")),
+        *(sa_column(c, JSON) for c in ("content", "output", "follow_ups")),
+        sa_column("created_at", UTCDateTime),
+        sa_column("updated_at", UTCDateTime),
+    )
+    try:
+        async with engine.begin() as connection:
+            await connection.run_sync(
+                lambda c: command.upgrade(_alembic_config(c), "0002_key_prefix_scrub")
+            )
+            await connection.execute(
+                text(
+                    "INSERT INTO users (id, name, is_admin, created_at) VALUES ('u', 'a', :a, :t)"
+                ),
+                {"a": False, "t": WHEN},
+            )
+            rows: list[dict[str, Any]] = [
+                {
+                    "id": f"c{i}",
+                    "user_id": "u",
+                    "title": f"Old trip {i}",
+                    "model": None,
+                    "tags": [],
+                    "created_at": clock(),
+                    "updated_at": clock(),
+                }
+                for i in range(3)
+            ]
+            await connection.execute(chats.insert(), rows)
+            content: list[Any] = ["Where is the Louvre?", [{"type": "text", "text": "Zürich"}]]
+            await connection.execute(
+                messages.insert(),
+                [
+                    {
+                        "id": f"m{i}",
+                        "chat_id": f"c{i}",
+                        "role": "user",
+                        "content": body,
+                        "output": [],
+                        "follow_ups": [],
+                        "created_at": WHEN,
+                        "updated_at": WHEN,
+                    }
+                    for i, body in enumerate(content)
+                ],
+            )
+    finally:
+        await engine.dispose()
+    store = await SQLStore.open(sql_url)  # migrates to head
+    try:
+        found = {
+            q: [c.id for c in (await store.list_chats("u", query=q))[0]]
+            for q in ("louvre", "zurich", "old trip", "trip 2")
+        }
+        assert found == {
+            "louvre": ["c0"],
+            "zurich": ["c1"],
+            "old trip": ["c2", "c1", "c0"],
+            "trip 2": ["c2"],
+        }
+    finally:
+        await store.close()

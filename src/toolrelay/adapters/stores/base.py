@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
+from toolrelay.adapters.stores.listing import ChatCursor
 from toolrelay.engine.interfaces import ChatStore
 from toolrelay.errors import ToolrelayError
 
@@ -183,10 +184,14 @@ class Store(ChatStore, Protocol):
         query: str | None = None,
         id_prefix: str | None = None,
         exclude_prefix: bool = False,
+        after: ChatCursor | None = None,
+        count: bool = True,
     ) -> tuple[list[Chat], int]:
         """A page of the user's chats, newest first, and how many match. `query`: the title
-        or a message contains it (any case); `id_prefix`: the chat id starts with it (with
-        `exclude_prefix`: does not)."""
+        or a message has a word starting with each of its words (`stores.listing`);
+        `id_prefix`: the chat id starts with it (with `exclude_prefix`: does not);
+        `after`: the chats after that cursor (`ChatCursor.after(last chat of a page)`);
+        `count=False`: the total is not counted (-1)."""
         ...
 
     async def prune_chats(

@@ -30,6 +30,7 @@ from toolrelay.adapters.stores import (
     turn_fields,
     utc_now,
 )
+from toolrelay.adapters.stores.listing import ChatCursor, matches, search_terms, search_text
 from toolrelay.core.ids import new_id
 from toolrelay.engine.interfaces import Message
 
@@ -178,26 +179,27 @@ class MemoryStore:
         query: str | None = None,
         id_prefix: str | None = None,
         exclude_prefix: bool = False,
+        after: ChatCursor | None = None,
+        count: bool = True,
     ) -> tuple[list[Chat], int]:
+        terms = search_terms(query) if query else None
         owned = [
             c
             for c in self._chats.values()
             if c.user_id == user_id
             and (id_prefix is None or c.id.startswith(id_prefix) != exclude_prefix)
-            and (not query or self._mentions(c, query.casefold()))
+            and (terms is None or (bool(terms) and self._mentions(c, terms)))
         ]
         owned.sort(key=lambda c: (c.updated_at, c.created_at, c.id), reverse=True)
+        listed = owned if after is None else [c for c in owned if _key(c) < after.key()]
         start = max(offset, 0)
-        page = owned[start : start + max(limit, 0)]
-        return [_copy_chat(c) for c in page], len(owned)
+        page = listed[start : start + max(limit, 0)]
+        return [_copy_chat(c) for c in page], len(owned) if count else -1
 
-    def _mentions(self, chat: Chat, needle: str) -> bool:
-        if needle in (chat.title or "").casefold():
-            return True
-        return any(
-            m.chat_id == chat.id and needle in str(m.content).casefold()
-            for m in self._messages.values()
-        )
+    def _mentions(self, chat: Chat, terms: list[str]) -> bool:
+        texts = [search_text(chat.title or "")]
+        texts += [search_text(m.content) for m in self._messages.values() if m.chat_id == chat.id]
+        return matches(terms, texts)
 
     async def prune_chats(
         self, *, id_prefix: str, older_than: datetime | None = None, keep: int | None = None
@@ -335,6 +337,10 @@ class MemoryStore:
         if chat is None:
             raise NotFoundError(f"chat {chat_id!r} not found")
         return chat
+
+
+def _key(chat: Chat) -> tuple[datetime, datetime, str]:
+    return (chat.updated_at, chat.created_at, chat.id)
 
 
 def _copy_chat(chat: Chat) -> Chat:

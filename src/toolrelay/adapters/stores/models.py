@@ -8,7 +8,7 @@ use SQLAlchemy's `JSON` type, which is TEXT on SQLite and `json` on PostgreSQL.
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Final
 
 from sqlalchemy import (
     JSON,
@@ -76,7 +76,8 @@ class ApiKeyRow(Base):
 
 class ChatRow(Base):
     __tablename__ = "chats"
-    __table_args__ = (Index("ix_chats_user_updated", "user_id", "updated_at"),)
+    __table_args__ = (Index("ix_chats_user_recent", "user_id", "updated_at", "created_at", "id"),)
+    """The list's order, whole: a page (and a count by id prefix) reads only this index."""
 
     id: Mapped[str] = mapped_column(String(64), primary_key=True)
     user_id: Mapped[str] = mapped_column(String(64), ForeignKey("users.id", ondelete="CASCADE"))
@@ -107,3 +108,36 @@ class MessageRow(Base):
     follow_ups: Mapped[list[str]] = mapped_column(JSON, default=list)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class SearchDocRow(Base):
+    """What chat search indexes: one row per message, and one per titled chat (no
+    `message_id`), holding `listing.search_text` of it.
+
+    The index itself is not modelled: on SQLite an FTS5 table `search_fts` over this
+    one (kept in step by triggers), on PostgreSQL a generated `tsv` column with a GIN
+    index (migration 0003). `SEARCH_SCHEMA` names them, for schema comparisons.
+    """
+
+    __tablename__ = "search_docs"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    chat_id: Mapped[str] = mapped_column(
+        String(64), ForeignKey("chats.id", ondelete="CASCADE"), index=True
+    )
+    message_id: Mapped[str | None] = mapped_column(
+        String(64), ForeignKey("messages.id", ondelete="CASCADE"), nullable=True, unique=True
+    )
+    body: Mapped[str] = mapped_column(Text)
+
+
+SEARCH_SCHEMA: Final = frozenset(
+    {"search_fts", "search_fts_data", "search_fts_idx", "search_fts_docsize", "search_fts_config"}
+    | {"tsv", "ix_search_docs_tsv"}
+)
+"""Tables, columns and indexes of the search index that SQLAlchemy does not model."""
+
+
+def modelled(name: str | None, kind: str, *_: Any) -> bool:
+    """Alembic's `include_name`: everything but the unmodelled search index."""
+    return name not in SEARCH_SCHEMA

@@ -31,16 +31,17 @@ import orjson
 from alembic import command
 from alembic.config import Config
 from sqlalchemy import (
-    Text,
+    Select,
     and_,
-    cast,
+    bindparam,
     delete,
     event,
     func,
     insert,
-    or_,
+    literal_column,
     select,
     text,
+    tuple_,
     update,
 )
 from sqlalchemy.engine import Connection, make_url
@@ -70,7 +71,21 @@ from toolrelay.adapters.stores import (
     turn_fields,
     utc_now,
 )
-from toolrelay.adapters.stores.models import ApiKeyRow, ChatRow, MessageRow, UserRow
+from toolrelay.adapters.stores.listing import (
+    ChatCursor,
+    fts5_query,
+    search_terms,
+    search_text,
+    tsquery,
+)
+from toolrelay.adapters.stores.models import (
+    ApiKeyRow,
+    ChatRow,
+    MessageRow,
+    SearchDocRow,
+    UserRow,
+    UTCDateTime,
+)
 from toolrelay.core.ids import new_id
 from toolrelay.engine.interfaces import Message
 
@@ -199,30 +214,76 @@ def _message(row: MessageRow) -> StoredMessage:
     )
 
 
+_RECENT = (ChatRow.updated_at.desc(), ChatRow.created_at.desc(), ChatRow.id.desc())
+"""The chat list's order; index `ix_chats_user_recent` holds it whole."""
+
+
 def _chat_filter(
-    user_id: str, query: str | None, id_prefix: str | None, exclude_prefix: bool
+    user_id: str, terms: list[str] | None, id_prefix: str | None, exclude_prefix: bool, sqlite: bool
 ) -> ColumnElement[bool]:
-    """The user's chats, narrowed by id prefix and by text in the title or any message."""
+    """The user's chats, narrowed by id prefix and by words of the title or a message."""
     clauses: list[ColumnElement[bool]] = [ChatRow.user_id == user_id]
     if id_prefix:
         prefixed = ChatRow.id.startswith(id_prefix, autoescape=True)
         clauses.append(~prefixed if exclude_prefix else prefixed)
-    if query:
-        needle = f"%{_escape_like(query.lower())}%"
-        in_messages = (
-            select(MessageRow.id)
-            .where(
-                MessageRow.chat_id == ChatRow.id,
-                func.lower(cast(MessageRow.content, Text)).like(needle, escape="\\"),
-            )
-            .exists()
-        )
-        clauses.append(or_(func.lower(ChatRow.title).like(needle, escape="\\"), in_messages))
+    if terms is not None:
+        clauses.append(ChatRow.id.in_(_matching_chats(terms, sqlite)))
     return and_(*clauses)
 
 
-def _escape_like(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+def _matching_chats(terms: list[str], sqlite: bool) -> Select[Any]:
+    """Ids of chats with a message or title holding every term, through the search index
+    (migration 0003); no terms (a query of punctuation only) matches nothing."""
+    if not terms:
+        return select(SearchDocRow.chat_id).where(literal_column("1") == 0)
+    if sqlite:
+        hits = text(
+            "search_docs.id IN (SELECT rowid FROM search_fts WHERE search_fts MATCH :terms)"
+        )
+        return select(SearchDocRow.chat_id).where(hits.bindparams(terms=fts5_query(terms)))
+    found = literal_column("search_docs.tsv").op("@@")(
+        func.to_tsquery(literal_column("'simple'"), bindparam("terms", tsquery(terms)))
+    )
+    return select(SearchDocRow.chat_id).where(found)
+
+
+def _before(cursor: ChatCursor) -> ColumnElement[bool]:
+    """Chats after `cursor` in the list's order (newest first): one index range."""
+    key: tuple[Any, ...] = (
+        bindparam("after_updated", cursor.updated_at, type_=UTCDateTime),
+        bindparam("after_created", cursor.created_at, type_=UTCDateTime),
+        bindparam("after_id", cursor.id),
+    )
+    return tuple_(ChatRow.updated_at, ChatRow.created_at, ChatRow.id) < tuple_(*key)
+
+
+def _doc(chat_id: str, message_id: str | None, content: Any) -> dict[str, Any]:
+    return {"chat_id": chat_id, "message_id": message_id, "body": search_text(content)}
+
+
+async def _index_title(session: AsyncSession, chat_id: str, title: str | None) -> None:
+    """The chat's title doc, replaced (a chat without a title has none)."""
+    await session.execute(
+        delete(SearchDocRow).where(
+            SearchDocRow.chat_id == chat_id, SearchDocRow.message_id.is_(None)
+        )
+    )
+    if title:
+        await session.execute(insert(SearchDocRow), [_doc(chat_id, None, title)])
+
+
+async def _index_message(
+    session: AsyncSession, chat_id: str, message_id: str, content: Any
+) -> None:
+    """The message's search doc, written or replaced."""
+    body = search_text(content)
+    changed = await session.execute(
+        update(SearchDocRow).where(SearchDocRow.message_id == message_id).values(body=body)
+    )
+    if not getattr(changed, "rowcount", 0):
+        await session.execute(
+            insert(SearchDocRow), [{"chat_id": chat_id, "message_id": message_id, "body": body}]
+        )
 
 
 async def _chat_row(session: AsyncSession, chat_id: str) -> ChatRow:
@@ -444,6 +505,9 @@ class SQLStore:
             if await session.get(ChatRow, row.id) is not None:
                 raise ValueError(f"chat {row.id!r} already exists")
             session.add(row)
+            if title:
+                await session.flush()
+                await _index_title(session, row.id, title)
         return _chat(row)
 
     async def get_chat(self, chat_id: str, *, user_id: str) -> Chat | None:
@@ -462,21 +526,27 @@ class SQLStore:
         query: str | None = None,
         id_prefix: str | None = None,
         exclude_prefix: bool = False,
+        after: ChatCursor | None = None,
+        count: bool = True,
     ) -> tuple[list[Chat], int]:
         """One page of the user's chats, most recently updated first, and their total
-        (`query`: title or a message contains it; `id_prefix`: ids starting with it)."""
-        owned = _chat_filter(user_id, query, id_prefix, exclude_prefix)
-        page = (
-            select(ChatRow)
-            .where(owned)
-            .order_by(ChatRow.updated_at.desc(), ChatRow.created_at.desc(), ChatRow.id.desc())
-            .limit(max(limit, 0))
-            .offset(max(offset, 0))
-        )
+        (`query`: words of the title or a message, `listing`; `id_prefix`: ids starting
+        with it; `after`: the page after the one that cursor ended; `count=False`: the
+        total is -1, not counted)."""
+        terms = search_terms(query) if query else None
+        owned = _chat_filter(user_id, terms, id_prefix, exclude_prefix, self._immediate)
+        page = select(ChatRow).where(owned).order_by(*_RECENT).limit(max(limit, 0))
+        if after is not None:
+            page = page.where(_before(after))
+        if offset > 0:
+            page = page.offset(offset)
         async with self._sessions() as session:
             rows = list(await session.scalars(page))
-            total = await session.scalar(select(func.count()).select_from(ChatRow).where(owned))
-        return [_chat(row) for row in rows], int(total or 0)
+            total = -1
+            if count:
+                counted = select(func.count()).select_from(ChatRow).where(owned)
+                total = int(await session.scalar(counted) or 0)
+        return [_chat(row) for row in rows], total
 
     async def prune_chats(
         self, *, id_prefix: str, older_than: datetime | None = None, keep: int | None = None
@@ -516,6 +586,7 @@ class SQLStore:
             row = await _chat_row(session, chat_id)
             if title is not None:
                 row.title = title
+                await _index_title(session, chat_id, title)
             if tags is not None:
                 row.tags = [str(tag) for tag in tags]
             row.updated_at = self._now()
@@ -539,6 +610,8 @@ class SQLStore:
             )
             session.add(row)
             chat.updated_at = now
+            await session.flush()
+            await session.execute(insert(SearchDocRow), [_doc(chat_id, row.id, content)])
         return row.id
 
     async def add_chats(self, chats: Sequence[NewChat]) -> None:
@@ -549,6 +622,7 @@ class SQLStore:
         now = self._now()
         chat_rows: list[dict[str, Any]] = []
         message_rows: list[dict[str, Any]] = []
+        doc_rows: list[dict[str, Any]] = []
         for chat in chats:  # every value checked and copied before anything is written
             chat_rows.append(
                 {
@@ -561,12 +635,15 @@ class SQLStore:
                     "updated_at": now,
                 }
             )
+            if chat.title:
+                doc_rows.append(_doc(chat.id, None, chat.title))
             for message in chat.messages:
                 role, content = message_content(message)
-                message_rows.append(
-                    _message_row(chat.id, new_id("msg"), role, now, content=content)
-                )
+                message_id = new_id("msg")
+                message_rows.append(_message_row(chat.id, message_id, role, now, content=content))
+                doc_rows.append(_doc(chat.id, message_id, content))
             fields = turn_fields(chat.turn)
+            doc_rows.append(_doc(chat.id, chat.turn_id, fields.content))
             message_rows.append(
                 _message_row(
                     chat.id,
@@ -583,6 +660,7 @@ class SQLStore:
                 raise NotFoundError(f"users not found: {sorted(users - found)}")
             await session.execute(insert(ChatRow), chat_rows)
             await session.execute(insert(MessageRow), message_rows)
+            await session.execute(insert(SearchDocRow), doc_rows)
 
     async def save_turn(self, chat_id: str, message_id: str, turn: Mapping[str, Any]) -> None:
         """Insert or overwrite assistant message `message_id`, all in one transaction."""
@@ -600,6 +678,8 @@ class SQLStore:
                 setattr(row, column, value)
             row.updated_at = now
             chat.updated_at = now
+            await session.flush()
+            await _index_message(session, chat_id, message_id, fields.content)
 
     async def checkpoint_turn(self, chat_id: str, message_id: str, turn: Mapping[str, Any]) -> bool:
         """Overwrite the turn only while it is `in_progress`: a late checkpoint never wins."""

@@ -22,6 +22,7 @@ from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import StreamingResponse
 
 from toolrelay.adapters.stores import Chat, StoredMessage
+from toolrelay.adapters.stores.listing import ChatCursor
 from toolrelay.core.citations import saved_sources
 from toolrelay.core.events import Event
 from toolrelay.server.api_log import API_CHAT_PREFIX
@@ -102,11 +103,20 @@ async def list_chats(
     user: UserDep,
     limit: int = Query(50, ge=1, le=200),
     offset: int = Query(0, ge=0, le=MAX_INT64),
-    q: str | None = Query(None, max_length=200, description="Title or a message contains it."),
+    q: str | None = Query(
+        None, max_length=200, description="Words that start words of the title or one message."
+    ),
     source: Literal["api", "chat"] | None = Query(
         None, description="`api`: the request log of /v1 turns; `chat`: every other chat."
     ),
+    cursor: str | None = Query(
+        None, max_length=400, description="A page's `next_cursor`: the page after it."
+    ),
 ) -> dict[str, Any]:
+    try:
+        after = ChatCursor.decode(cursor) if cursor else None
+    except ValueError as exc:
+        raise APIError(400, str(exc), param="cursor", code="invalid_cursor") from None
     chats, total = await svc.store.list_chats(
         user.id,
         limit=limit,
@@ -114,8 +124,16 @@ async def list_chats(
         query=q or None,
         id_prefix=API_CHAT_PREFIX if source else None,
         exclude_prefix=source == "chat",
+        after=after,
     )
-    return {"data": [chat_json(c) for c in chats], "total": total, "limit": limit, "offset": offset}
+    following = ChatCursor.after(chats[-1]).encode() if len(chats) == limit else None
+    return {
+        "data": [chat_json(c) for c in chats],
+        "total": total,
+        "limit": limit,
+        "offset": offset,
+        "next_cursor": following,
+    }
 
 
 @router.get("/{chat_id}", response_model=None, responses=doc(ChatDetail))

@@ -1,0 +1,87 @@
+"""Chat search by words and keyset paging, on SQLite, PostgreSQL and memory alike."""
+
+from __future__ import annotations
+
+import pytest
+
+from toolrelay.adapters.stores import Chat, Store
+from toolrelay.adapters.stores.listing import ChatCursor, search_terms, search_text
+
+pytestmark = pytest.mark.anyio
+
+
+async def _found(store: Store, user: str, query: str) -> list[str | None]:
+    chats, total = await store.list_chats(user, query=query)
+    assert total == len(chats)
+    return [c.title for c in chats]
+
+
+def test_search_text_folds_case_and_accents_and_keeps_only_words() -> None:
+    assert search_text("Café au LAIT, s'il-vous_plaît!") == "cafe au lait s il vous plait"
+    assert search_text([{"type": "text", "text": "Ünïcode"}, {"type": "image_url"}]) == "unicode"
+    assert search_text({"not": "content"}) == ""
+    assert search_text("x" * 65 + " kept") == "kept"  # no base64-long words in the index
+    assert search_terms("  Pa  pa PARIS ") == ["pa", "paris"]
+
+
+async def test_words_match_as_prefixes_in_one_message_or_the_title(store: Store) -> None:
+    alice = (await store.create_user("alice")).id
+    paris = await store.create_chat(alice, title="Trip to Paris")
+    await store.add_message(paris.id, {"role": "user", "content": "Is the Café open on Sunday?"})
+    parts = await store.create_chat(alice, title="picture")
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64,QUJD"}}
+    await store.add_message(
+        parts.id, {"role": "user", "content": [{"type": "text", "text": "Describe zebras"}, image]}
+    )
+    assert await _found(store, alice, "par") == ["Trip to Paris"]  # the start of a word
+    assert await _found(store, alice, "aris") == []  # not inside one
+    assert await _found(store, alice, "cafe SUN") == ["Trip to Paris"]  # any case, no accents
+    assert await _found(store, alice, "café") == ["Trip to Paris"]
+    assert await _found(store, alice, "paris cafe") == []  # title and message are apart
+    assert await _found(store, alice, "zebra") == ["picture"]  # a text part
+    assert await _found(store, alice, "qujd") == []  # not the image's data
+
+
+async def test_search_follows_renames_overwrites_and_deletes(store: Store) -> None:
+    alice = (await store.create_user("alice")).id
+    chat = await store.create_chat(alice, title="first name")
+    await store.update_chat(chat.id, title="second name")
+    assert await _found(store, alice, "first") == []
+    assert await _found(store, alice, "second") == ["second name"]
+    await store.save_turn(chat.id, "msg_a", {"output": [], "content": "draft answer"})
+    await store.save_turn(chat.id, "msg_a", {"output": [], "content": "final reply"})
+    assert await _found(store, alice, "draft") == []
+    assert await _found(store, alice, "final") == ["second name"]
+    assert await store.delete_chat(chat.id, user_id=alice)
+    assert await _found(store, alice, "final") == []
+
+
+async def _pages(store: Store, user: str, limit: int, **options: object) -> list[list[str]]:
+    pages: list[list[str]] = []
+    after: ChatCursor | None = None
+    while True:
+        page, _ = await store.list_chats(user, limit=limit, after=after, **options)  # type: ignore[arg-type]
+        if not page:
+            return pages
+        pages.append([c.id for c in page])
+        after = ChatCursor.decode(ChatCursor.after(page[-1]).encode())  # as a client sends it
+
+
+async def test_cursor_pages_list_every_chat_once_newest_first(store: Store) -> None:
+    alice = (await store.create_user("alice")).id
+    made: list[Chat] = [await store.create_chat(alice, title=f"c{i}") for i in range(7)]
+    newest_first = [c.id for c in reversed(made)]
+    assert await _pages(store, alice, 3) == [newest_first[:3], newest_first[3:6], newest_first[6:]]
+    first, total = await store.list_chats(alice, limit=3)
+    await store.update_chat(made[0].id, title="moved up")  # the oldest becomes the newest
+    rest, _ = await store.list_chats(alice, limit=10, after=ChatCursor.after(first[-1]))
+    assert [c.id for c in rest] == newest_first[3:6]  # it is not met again further down
+    assert (total, (await store.list_chats(alice, count=False))[1]) == (7, -1)
+    searched = await _pages(store, alice, 2, query="c")
+    assert searched == [newest_first[0:2], newest_first[2:4], newest_first[4:6]]  # not "moved"
+
+
+def test_a_cursor_that_was_not_handed_out_is_refused() -> None:
+    for bad in ("", "not-base64!", "WzFd", ChatCursor.after.__name__):
+        with pytest.raises(ValueError, match="not a chat list cursor"):
+            ChatCursor.decode(bad)
