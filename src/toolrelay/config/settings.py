@@ -166,6 +166,9 @@ class LimitsConfig(BaseModel):
     coalesce_ms: float = Field(default=_RUN_DEFAULTS["coalesce_ms"], ge=0)
     coalesce_chunks: int = Field(default=_RUN_DEFAULTS["coalesce_chunks"], ge=1)
     interpreter_retries: int = Field(default=_RUN_DEFAULTS["interpreter_retries"], ge=0)
+    tool_result_max_bytes: int = Field(default=_RUN_DEFAULTS["tool_result_max_bytes"], ge=0)
+    """Bytes of one tool result the model reads; longer ones are cut (the user gets the
+    whole result from `GET /api/chats/{id}/outputs/{item_id}`). 0: no cap."""
 
     @field_validator("max_iterations")
     @classmethod

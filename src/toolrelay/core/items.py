@@ -71,6 +71,8 @@ class FunctionCallOutputItem(TypedDict):
     status: str
     files: NotRequired[list[dict[str, Any]]]
     embeds: NotRequired[list[Any]]
+    cut: NotRequired[dict[str, int]]
+    """Set when `output` was cut to the cap (`core.result_cap`): `{bytes, sent}`."""
 
 
 class CodeInterpreterItem(TypedDict):

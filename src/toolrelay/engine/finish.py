@@ -48,6 +48,8 @@ class RunResult:
     title: str | None = None
     tags: tuple[str, ...] = ()
     follow_ups: tuple[str, ...] = ()
+    whole_outputs: Mapping[str, str] = field(default_factory=dict)
+    """The whole text of each tool result cut for the model, by its output item's id."""
 
     def saved(self, model: str | None) -> dict[str, Any]:
         """The record a store keeps of this turn (`ChatStore.save_turn`), answered by `model`."""
@@ -60,6 +62,7 @@ class RunResult:
             "timings": self.timings,
             "model": model,
             "follow_ups": list(self.follow_ups),
+            "whole_outputs": dict(self.whole_outputs),
         }
 
 
@@ -77,6 +80,8 @@ class TurnEnd:
     timings: dict[str, Any]
     quiet: bool = False
     """Nobody is listening: the final event is not built."""
+    whole_outputs: Mapping[str, str] = field(default_factory=dict)
+    """Tool results cut for the model, whole, by output item id (kept for the user)."""
 
 
 @dataclass(slots=True)
@@ -108,6 +113,7 @@ class Finisher:
             error=end.error,
             finish_reason=end.finish_reason,
             timings=end.timings,
+            whole_outputs=dict(end.whole_outputs),
         )
         await self._save(result)
         if not end.quiet:

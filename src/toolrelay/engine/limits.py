@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from toolrelay.core.result_cap import DEFAULT_CAP
 from toolrelay.errors import ConfigError
 
 DEFAULT_MAX_ITERATIONS = 256
@@ -38,6 +39,8 @@ class RunLimits:
     """… or over this many chunks, whichever comes first."""
     interpreter_retries: int = 5
     """Code-interpreter runs per turn (SPEC R16)."""
+    tool_result_max_bytes: int = DEFAULT_CAP
+    """Bytes of one tool result the model reads (`core.result_cap`); 0: no cap."""
 
     def __post_init__(self) -> None:
         if self.max_iterations < -1 or self.max_iterations == 0:

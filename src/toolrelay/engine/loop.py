@@ -441,6 +441,7 @@ class Turn:
             finish_reason=finish_reason or self.finish_reason,
             timings=timings,
             quiet=self.emitter.quiet,
+            whole_outputs=self.tool_env.whole,
         )
         result = await self.setup.finisher.finish(end, self.emitter.emit)
         await self.emitter.flush()

@@ -23,6 +23,7 @@ from toolrelay.core.items import (
     function_call_output_item,
     updated,
 )
+from toolrelay.core.result_cap import cap_output
 from toolrelay.core.tool_calls import (
     ArgumentsError,
     filter_to_schema,
@@ -60,6 +61,8 @@ class ToolEnv:
     """The turn's observer (`engine.observer`); None: no hook is called."""
     timer: ToolTimer = field(default_factory=ToolTimer)
     """The calls' timeouts, on one timer for the turn (the turn closes it)."""
+    whole: dict[str, str] = field(default_factory=dict)
+    """Whole texts of the results cut for the model, by output item id (`core.result_cap`)."""
 
 
 @dataclass(slots=True)
@@ -196,6 +199,9 @@ async def _run_one(prep: _Prepared, env: ToolEnv, index: int) -> FunctionCallOut
         output["files"] = list(result.files)
     if result.embeds:
         output["embeds"] = list(result.embeds)
+    output, whole = cap_output(output, env.limits.tool_result_max_bytes)
+    if whole is not None:
+        env.whole[output["id"]] = whole
     if not env.quiet:
         shown = strip_base64(output)
         await env.emit(Event(ev.OUTPUT_ITEM_DONE, {"output_index": index, "item": shown}))

@@ -37,6 +37,7 @@ from toolrelay.server.routes import (
     metrics,
     openai,
     responses,
+    tool_outputs,
     tools,
     web,
 )
@@ -54,7 +55,18 @@ log = logging.getLogger("toolrelay.server")
 
 ROUTERS: Final = tuple(
     module.router
-    for module in (openai, responses, chats, code_files, admin, tools, web, health, metrics)
+    for module in (
+        openai,
+        responses,
+        chats,
+        code_files,
+        tool_outputs,
+        admin,
+        tools,
+        web,
+        health,
+        metrics,
+    )
 )
 """Every route of the API; each is a `guard.GuardedRoute`, admitted by `guard.admit`."""
 
@@ -158,7 +170,18 @@ def create_app(
     )
     install_error_handlers(app)
     app.openapi = fix_openapi(app)  # type: ignore[method-assign]
-    for module in (openai, responses, chats, code_files, admin, tools, web, health, metrics):
+    for module in (
+        openai,
+        responses,
+        chats,
+        code_files,
+        tool_outputs,
+        admin,
+        tools,
+        web,
+        health,
+        metrics,
+    ):
         app.include_router(module.router)
     # first added, innermost: the /v1 hot path skips the router
     app.add_middleware(

@@ -34,10 +34,18 @@ from .conftest import FakeClock
 
 pytestmark = pytest.mark.anyio
 
-TABLES = {"alembic_version", "api_keys", "chats", "messages", "search_docs", "users"}
+TABLES = {
+    "alembic_version",
+    "api_keys",
+    "chats",
+    "messages",
+    "search_docs",
+    "tool_outputs",
+    "users",
+}
 
 
-HEAD = "0003_chat_search"
+HEAD = "0004_tool_outputs"
 WHEN = datetime(2026, 1, 1, tzinfo=UTC)
 
 

@@ -7,7 +7,7 @@ implement `Store`; the helpers they share are in `keys` and `records`.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -91,6 +91,9 @@ class TurnFields:
     timings: dict[str, Any] | None
     model: str | None
     follow_ups: list[str]
+    whole_outputs: dict[str, str] = field(default_factory=dict)
+    """Tool results cut for the model, whole, by output item id: stored once, apart from
+    the turn (`get_tool_output`), so loading history never reads them."""
 
     def columns(self, *, checkpoint: bool = False) -> dict[str, Any]:
         """The message columns a write sets, by name; a checkpoint leaves `model` and
@@ -216,6 +219,11 @@ class Store(ChatStore, Protocol):
         ...
 
     async def get_messages(self, chat_id: str) -> list[StoredMessage]: ...
+
+    async def get_tool_output(self, chat_id: str, item_id: str) -> str | None:
+        """The whole text of a tool result that was cut for the model (its output item's
+        id), or None when the chat has no such result."""
+        ...
 
     async def checkpoint_turn(self, chat_id: str, message_id: str, turn: Mapping[str, Any]) -> bool:
         """Overwrite an assistant turn only while it is still `in_progress`; True if it was."""

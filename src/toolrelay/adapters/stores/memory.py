@@ -47,6 +47,7 @@ class MemoryStore:
         self._key_hashes: dict[str, str] = {}  # key id -> sha256 hex
         self._chats: dict[str, Chat] = {}
         self._messages: dict[str, StoredMessage] = {}
+        self._outputs: dict[str, tuple[str, str]] = {}  # item id -> (chat id, whole text)
 
     @classmethod
     async def open(
@@ -223,6 +224,8 @@ class MemoryStore:
         del self._chats[chat_id]
         for message_id in [m.id for m in self._messages.values() if m.chat_id == chat_id]:
             del self._messages[message_id]
+        for item_id in [i for i, (c, _) in self._outputs.items() if c == chat_id]:
+            del self._outputs[item_id]
         return True
 
     async def update_chat(
@@ -295,6 +298,8 @@ class MemoryStore:
             updated_at=now,
         )
         self._chats[chat_id] = replace(chat, updated_at=now)
+        for item_id, text in fields.whole_outputs.items():
+            self._outputs.setdefault(item_id, (chat_id, text))
 
     async def checkpoint_turn(self, chat_id: str, message_id: str, turn: Mapping[str, Any]) -> bool:
         fields = turn_fields(turn)
@@ -325,6 +330,10 @@ class MemoryStore:
 
     async def load_messages(self, chat_id: str) -> list[Message]:
         return history_messages(await self.get_messages(chat_id))
+
+    async def get_tool_output(self, chat_id: str, item_id: str) -> str | None:
+        found = self._outputs.get(item_id)
+        return found[1] if found is not None and found[0] == chat_id else None
 
     # helpers
 

@@ -131,6 +131,21 @@ class SearchDocRow(Base):
     body: Mapped[str] = mapped_column(Text)
 
 
+class ToolOutputRow(Base):
+    """The whole text of a tool result the model read cut (`core.result_cap`), once."""
+
+    __tablename__ = "tool_outputs"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    """The `function_call_output` item's id."""
+    chat_id: Mapped[str] = mapped_column(
+        String(64), ForeignKey("chats.id", ondelete="CASCADE"), index=True
+    )
+    message_id: Mapped[str] = mapped_column(String(64))
+    body: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
 SEARCH_SCHEMA: Final = frozenset(
     {"search_fts", "search_fts_data", "search_fts_idx", "search_fts_docsize", "search_fts_config"}
     | {"tsv", "ix_search_docs_tsv"}

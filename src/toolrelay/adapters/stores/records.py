@@ -61,7 +61,18 @@ def turn_fields(turn: Mapping[str, Any]) -> TurnFields:
         timings=_dict_or_none(turn, "timings"),
         model=None if model is None else str(model),
         follow_ups=[str(f) for f in _json_copy(list(turn.get("follow_ups") or []))],
+        whole_outputs=_whole_outputs(turn.get("whole_outputs")),
     )
+
+
+def _whole_outputs(value: Any) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    ):
+        raise TypeError("turn['whole_outputs'] must map output item ids to texts")
+    return dict(value)
 
 
 def message_content(message: Mapping[str, Any]) -> tuple[str, Any]:

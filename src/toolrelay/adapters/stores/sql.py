@@ -83,6 +83,7 @@ from toolrelay.adapters.stores.models import (
     ChatRow,
     MessageRow,
     SearchDocRow,
+    ToolOutputRow,
     UserRow,
     UTCDateTime,
 )
@@ -270,6 +271,27 @@ async def _index_title(session: AsyncSession, chat_id: str, title: str | None) -
     )
     if title:
         await session.execute(insert(SearchDocRow), [_doc(chat_id, None, title)])
+
+
+async def _keep_outputs(
+    session: AsyncSession,
+    chat_id: str,
+    message_id: str,
+    whole: Mapping[str, str],
+    now: datetime,
+) -> None:
+    """The whole texts of the turn's cut results, written once (a second save skips them)."""
+    if not whole:
+        return
+    known = select(ToolOutputRow.id).where(ToolOutputRow.id.in_(list(whole)))
+    stored = set(await session.scalars(known))
+    rows = [
+        {"id": i, "chat_id": chat_id, "message_id": message_id, "body": b, "created_at": now}
+        for i, b in whole.items()
+        if i not in stored
+    ]
+    if rows:
+        await session.execute(insert(ToolOutputRow), rows)
 
 
 async def _index_message(
@@ -661,6 +683,9 @@ class SQLStore:
             await session.execute(insert(ChatRow), chat_rows)
             await session.execute(insert(MessageRow), message_rows)
             await session.execute(insert(SearchDocRow), doc_rows)
+            for chat in chats:
+                whole = turn_fields(chat.turn).whole_outputs
+                await _keep_outputs(session, chat.id, chat.turn_id, whole, now)
 
     async def save_turn(self, chat_id: str, message_id: str, turn: Mapping[str, Any]) -> None:
         """Insert or overwrite assistant message `message_id`, all in one transaction."""
@@ -680,6 +705,7 @@ class SQLStore:
             chat.updated_at = now
             await session.flush()
             await _index_message(session, chat_id, message_id, fields.content)
+            await _keep_outputs(session, chat_id, message_id, fields.whole_outputs, now)
 
     async def checkpoint_turn(self, chat_id: str, message_id: str, turn: Mapping[str, Any]) -> bool:
         """Overwrite the turn only while it is `in_progress`: a late checkpoint never wins."""
@@ -715,3 +741,10 @@ class SQLStore:
 
     async def load_messages(self, chat_id: str) -> list[Message]:
         return history_messages(await self.get_messages(chat_id))
+
+    async def get_tool_output(self, chat_id: str, item_id: str) -> str | None:
+        query = select(ToolOutputRow.body).where(
+            ToolOutputRow.id == item_id, ToolOutputRow.chat_id == chat_id
+        )
+        async with self._sessions() as session:
+            return await session.scalar(query)
