@@ -15,6 +15,7 @@ import pytest
 from toolrelay import Relay, RunLimits, tool
 from toolrelay.adapters.stores.memory import MemoryStore
 from toolrelay.core import events as ev
+from toolrelay.core.items import is_call_output
 from toolrelay.engine.interfaces import ToolContext, ToolSpec
 from toolrelay.testing.scripted_model import ScriptedModel, reply
 from toolrelay.testing.sinks import ListSink
@@ -28,7 +29,7 @@ LAST_LINE = b"line 4999"
 
 def _sent_outputs(model: ScriptedModel) -> list[Any]:
     """The tool results the model was sent, in its second request."""
-    return [i["output"] for i in model.requests[1].output if i["type"] == "function_call_output"]
+    return [i["output"] for i in model.requests[1].output if is_call_output(i)]
 
 
 async def test_a_long_result_is_cut_for_the_model_and_kept_whole_once() -> None:
