@@ -292,3 +292,15 @@ async def test_api_key_in_the_config_is_used_with_a_warning(
         assert "sk-dev" not in caplog.text
     finally:
         await registry.aclose()
+
+
+async def test_a_routes_context_tokens_reach_its_turns(tmp_path: Path) -> None:
+    text = '[[models]]\nname = "small"\nbase_url = "http://m.local"\ncontext_tokens = 4096\n'
+    text += '[[models]]\nname = "big"\nbase_url = "http://m.local"\n'
+    registry = build_registry(settings_from(tmp_path, text), env={})
+    from toolrelay.engine.relay import Relay
+
+    small = Relay(registry.client_for("small"), registry.tools_for("small"))
+    big = Relay(registry.client_for("big"), registry.tools_for("big"))
+    assert (small.context_tokens, big.context_tokens) == (4096, None)
+    await registry.aclose()

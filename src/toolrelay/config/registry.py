@@ -27,6 +27,7 @@ from toolrelay.config.code import build_code_runner
 from toolrelay.config.settings import ModelRoute, Settings
 from toolrelay.config.sources import is_file_ref
 from toolrelay.config.tool_servers import build_source
+from toolrelay.engine.context_fit import ContextWindow
 from toolrelay.engine.interfaces import ModelClient, Tool, ToolSource, tools_by_name
 from toolrelay.engine.limits import RunLimits
 from toolrelay.engine.toolbox import CheckedTools, Toolbox, ToolSubset
@@ -100,7 +101,8 @@ class Registry:
             raise ConfigError(f"model route {route.name!r} is already configured")
         client = _client(route, os.environ if env is None else env)
         self.routes[route.name] = route
-        self.clients[route.name] = _filtered({route.name: client}, self.filters)[route.name]
+        filtered = _filtered({route.name: client}, self.filters)
+        self.clients[route.name] = _windowed(filtered, {route.name: route})[route.name]
 
     @property
     def task_client(self) -> ModelClient | None:
@@ -142,7 +144,7 @@ def build_registry(settings: Settings, *, env: Mapping[str, str] | None = None) 
         filters=filters,
         limits=settings.limits.to_run_limits(),
         task_model=settings.task_model,
-        clients=_filtered(clients, filters),
+        clients=_windowed(_filtered(clients, filters), routes),
         sources=sources,
         code_runner=build_code_runner(
             settings.code_interpreter, settings.data_dir, settings.config_file
@@ -158,6 +160,17 @@ def _filtered(clients: dict[str, ModelClient], filters: list[Any]) -> dict[str, 
     from toolrelay.adapters.tools.owui import StreamFiltered
 
     return {name: StreamFiltered(c, filters) for name, c in clients.items()}
+
+
+def _windowed(
+    clients: dict[str, ModelClient], routes: Mapping[str, ModelRoute]
+) -> dict[str, ModelClient]:
+    """Clients of routes with `context_tokens` say so (`engine.context_fit.ContextWindow`)."""
+    windowed: dict[str, ModelClient] = {}
+    for name, client in clients.items():
+        tokens = routes[name].context_tokens
+        windowed[name] = client if tokens is None else ContextWindow(client, tokens)
+    return windowed
 
 
 def _load_sources(settings: Settings) -> dict[str, ToolSource]:

@@ -111,6 +111,10 @@ class ModelRoute(BaseModel):
     coalesce_ms: float | None = Field(default=None, ge=0)
     """Window in which this route's streamed deltas are merged (0: every chunk as it
     comes); unset: `[limits] coalesce_ms`. A request's `stream_options.coalesce_ms` wins."""
+    context_tokens: int | None = Field(default=None, ge=512)
+    """Tokens the model reads (its context window). A longer history is trimmed before
+    each model call (oldest tool results, then oldest exchanges; docs/configuration.md)
+    instead of failing at the provider. Unset: nothing is trimmed."""
 
     @model_validator(mode="before")
     @classmethod

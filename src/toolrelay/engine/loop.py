@@ -52,6 +52,7 @@ from toolrelay.core.text_tool_calls import callable_names
 from toolrelay.core.think_tags import TagConfig
 from toolrelay.core.usage import merge_usage
 from toolrelay.engine.coalesce import Coalescer
+from toolrelay.engine.context_fit import ContextFit
 from toolrelay.engine.finish import Finisher, RunResult, TurnEnd
 from toolrelay.engine.interfaces import (
     EventSink,
@@ -106,6 +107,8 @@ class TurnSetup:
     text_tool_calls: bool = False
     """Calls to offered tools that the model writes as text become real calls (issue 14)."""
     clock: Callable[[], float] = time.monotonic
+    context_tokens: int | None = None
+    """Tokens the model reads: each request's history is trimmed to fit (`engine.context_fit`)."""
     observer: Observer | None = None
     """Logs, metrics, traces (`engine.observer`); None skips every hook."""
 
@@ -146,6 +149,11 @@ class Turn:
             else setup.tool_specs
         )
         self._replay = ChatReplay()
+        self._fit = (
+            ContextFit(setup.context_tokens, specs=self._tool_specs, params=setup.params)
+            if setup.context_tokens
+            else None
+        )
         self.watch: TurnObserver | None = None
         self._ids_of: Sequence[Message] | None = None
         self._history_ids: set[str] = set()
@@ -240,6 +248,8 @@ class Turn:
             setup.rag = take_snapshot(messages, ())
         if setup.rag is not None:
             messages = inject(messages, setup.rag, tool_sources=self.sources)
+        if self._fit is not None:
+            messages = self._fit.fit(messages, self.output)
         continues = with_tools and self.response_id is not None
         request = ModelRequest(
             messages=messages,
@@ -254,6 +264,9 @@ class Turn:
 
     async def _read(self, request: ModelRequest) -> ReadResult:
         """Read one response to its end; faults become the result's error."""
+        trimmed = self._fit.event() if self._fit is not None else None
+        if trimmed is not None:  # what the request's history lost to the context
+            await self.emitter.emit(trimmed)
         start = self.setup.clock()
         if self.watch is None:
             read = await self._read_body(request, None)

@@ -59,6 +59,7 @@ class Relay:
         builtin_tools: Mapping[str, Any] | None = None,
         text_tool_calls: bool = False,
         observer: Observer | None = None,
+        context_tokens: int | None = None,
     ) -> None:
         """`tools` are `Tool`s (`@tool` makes one of a function) and `ToolSource`s
         (`MCPServer`, `OpenAPIServer`, `ToolFile`); names must differ.
@@ -71,6 +72,9 @@ class Relay:
         `text_tool_calls`: a model that writes its tool calls as JSON text in its
         answer (small local models) gets them run as real calls (`core.text_tool_calls`).
         `observer` watches each turn (logs, metrics, traces: `engine.observer`).
+        `context_tokens`: how many tokens the model reads (unset: the client's own
+        `context_tokens`, a route's setting, if any); a longer history is trimmed by
+        `core.context`'s policy before each model call, and the turn says so.
         """
         self.model = model
         self.toolbox = (
@@ -95,6 +99,9 @@ class Relay:
         self.builtin_tools = builtin_tools
         self.text_tool_calls = text_tool_calls
         self.observer = observer
+        self.context_tokens = (
+            context_tokens if context_tokens is not None else getattr(model, "context_tokens", None)
+        )
         self.pending = PendingCalls()
 
     def coerce(self, item: object) -> object:
@@ -173,6 +180,7 @@ class Relay:
             deferred=frozenset(deferred),
             text_tool_calls=self.text_tool_calls,
             observer=self.observer,
+            context_tokens=self.context_tokens,
         )
         return await Turn(setup).run()
 
