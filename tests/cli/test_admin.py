@@ -43,6 +43,23 @@ def test_db_upgrade_twice_is_fine(db_url: str, tmp_path: Path) -> None:
     assert (tmp_path / "x.db").is_file()
 
 
+def test_db_vacuum_turns_incremental_auto_vacuum_on(db_url: str, tmp_path: Path) -> None:
+    import sqlite3
+
+    missing = invoke("db", "vacuum", "--database-url", db_url)
+    assert missing.exit_code == 1 and "no SQLite database" in missing.stderr
+    assert invoke("db", "upgrade", "--database-url", db_url).exit_code == 0
+    with sqlite3.connect(tmp_path / "x.db", isolation_level=None) as connection:
+        connection.execute("PRAGMA auto_vacuum=NONE")  # as a file made before it was on
+        connection.execute("VACUUM")
+    result = invoke("db", "vacuum", "--database-url", db_url)
+    assert result.exit_code == 0, result.output
+    assert result.stderr.startswith(f"vacuumed {db_url}: ")
+    assert result.stderr.endswith("bytes; incremental auto-vacuum is on\n")
+    with sqlite3.connect(tmp_path / "x.db") as connection:
+        assert connection.execute("PRAGMA auto_vacuum").fetchone() == (2,)
+
+
 def test_db_upgrade_hides_a_password() -> None:
     from toolrelay.cli.admin import _redact
 

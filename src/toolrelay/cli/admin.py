@@ -10,6 +10,7 @@ create)` captures it); everything else about it goes to stderr.
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from pathlib import Path
@@ -33,7 +34,7 @@ T = TypeVar("T")
 db_app = typer.Typer(
     help="The database.",
     no_args_is_help=True,
-    epilog="Examples:\n\n  toolrelay db upgrade",
+    epilog="Examples:\n\n  toolrelay db upgrade\n\n  toolrelay db vacuum",
 )
 KEYS_EXAMPLES = """Examples:
 
@@ -193,6 +194,41 @@ def keys_revoke(
     if not _with_store(url, config, work):
         raise fail(f"no active key {key_id!r}", code=1)
     Console().print(f"revoked {key_id}", highlight=False)
+
+
+@db_app.command(
+    "vacuum",
+    epilog="Examples:\n\n  toolrelay db vacuum\n\n"
+    "  toolrelay db vacuum --database-url sqlite:///data/toolrelay.db",
+)
+def db_vacuum(url: DatabaseURL = None, config: ConfigPath = None) -> None:
+    """Give a SQLite file's free space back, and turn on incremental auto-vacuum.
+
+    Databases made by this version have it already (deleted chats give their space back
+    as they go); an older file needs this once, with no server writing to it. PostgreSQL
+    is left to its autovacuum.
+    """
+    try:
+        require("toolrelay db", "server", SERVER)
+        target = database_url(url, config)
+    except ConfigError as exc:
+        raise fail(str(exc)) from None
+    from toolrelay.adapters.stores.sql_upkeep import vacuum
+
+    try:
+        sizes = vacuum(target)
+    except (OSError, sqlite3.Error) as exc:
+        raise fail(f"cannot vacuum {_redact(target)}: {exc}", code=1) from None
+    err = Console(stderr=True, soft_wrap=True)
+    if sizes is None:
+        err.print("PostgreSQL: its autovacuum keeps the space; nothing to do", markup=False)
+        return
+    before, after = sizes
+    err.print(
+        f"vacuumed {_redact(target)}: {before:,} → {after:,} bytes; incremental auto-vacuum is on",
+        markup=False,
+        highlight=False,
+    )
 
 
 def _when(moment: datetime | None) -> str:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -31,17 +32,12 @@ import orjson
 from alembic import command
 from alembic.config import Config
 from sqlalchemy import (
-    Select,
-    and_,
-    bindparam,
     delete,
     event,
     func,
     insert,
-    literal_column,
     select,
     text,
-    tuple_,
     update,
 )
 from sqlalchemy.engine import Connection, make_url
@@ -52,7 +48,6 @@ from sqlalchemy.ext.asyncio import (
     create_async_engine,
 )
 from sqlalchemy.pool import StaticPool
-from sqlalchemy.sql.elements import ColumnElement
 
 from toolrelay.adapters.stores import (
     ApiKey,
@@ -71,13 +66,7 @@ from toolrelay.adapters.stores import (
     turn_fields,
     utc_now,
 )
-from toolrelay.adapters.stores.listing import (
-    ChatCursor,
-    fts5_query,
-    search_terms,
-    search_text,
-    tsquery,
-)
+from toolrelay.adapters.stores.listing import ChatCursor, search_terms
 from toolrelay.adapters.stores.models import (
     ApiKeyRow,
     ChatRow,
@@ -85,12 +74,22 @@ from toolrelay.adapters.stores.models import (
     SearchDocRow,
     ToolOutputRow,
     UserRow,
-    UTCDateTime,
+)
+from toolrelay.adapters.stores.sql_index import (
+    RECENT,
+    after_cursor,
+    chat_filter,
+    doc_row,
+    index_message,
+    index_title,
+    keep_outputs,
 )
 from toolrelay.core.ids import new_id
 from toolrelay.engine.interfaces import Message
 
 __all__ = ["MIGRATIONS_DIR", "SQLStore", "upgrade"]
+
+log = logging.getLogger(__name__)
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 SQLITE_BUSY_TIMEOUT_MS = 30_000
@@ -116,8 +115,11 @@ async def _migrate(engine: AsyncEngine) -> None:
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
-    """WAL lets readers run during a write; SQLite enforces foreign keys only when asked."""
+    """WAL lets readers run during a write; SQLite enforces foreign keys only when asked.
+    A new database gets incremental auto-vacuum (it must be set before the first table):
+    deleting chats can then give their pages back (`SQLStore.reclaim`)."""
     cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA auto_vacuum=INCREMENTAL")
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
@@ -213,99 +215,6 @@ def _message(row: MessageRow) -> StoredMessage:
         created_at=row.created_at,
         updated_at=row.updated_at,
     )
-
-
-_RECENT = (ChatRow.updated_at.desc(), ChatRow.created_at.desc(), ChatRow.id.desc())
-"""The chat list's order; index `ix_chats_user_recent` holds it whole."""
-
-
-def _chat_filter(
-    user_id: str, terms: list[str] | None, id_prefix: str | None, exclude_prefix: bool, sqlite: bool
-) -> ColumnElement[bool]:
-    """The user's chats, narrowed by id prefix and by words of the title or a message."""
-    clauses: list[ColumnElement[bool]] = [ChatRow.user_id == user_id]
-    if id_prefix:
-        prefixed = ChatRow.id.startswith(id_prefix, autoescape=True)
-        clauses.append(~prefixed if exclude_prefix else prefixed)
-    if terms is not None:
-        clauses.append(ChatRow.id.in_(_matching_chats(terms, sqlite)))
-    return and_(*clauses)
-
-
-def _matching_chats(terms: list[str], sqlite: bool) -> Select[Any]:
-    """Ids of chats with a message or title holding every term, through the search index
-    (migration 0003); no terms (a query of punctuation only) matches nothing."""
-    if not terms:
-        return select(SearchDocRow.chat_id).where(literal_column("1") == 0)
-    if sqlite:
-        hits = text(
-            "search_docs.id IN (SELECT rowid FROM search_fts WHERE search_fts MATCH :terms)"
-        )
-        return select(SearchDocRow.chat_id).where(hits.bindparams(terms=fts5_query(terms)))
-    found = literal_column("search_docs.tsv").op("@@")(
-        func.to_tsquery(literal_column("'simple'"), bindparam("terms", tsquery(terms)))
-    )
-    return select(SearchDocRow.chat_id).where(found)
-
-
-def _before(cursor: ChatCursor) -> ColumnElement[bool]:
-    """Chats after `cursor` in the list's order (newest first): one index range."""
-    key: tuple[Any, ...] = (
-        bindparam("after_updated", cursor.updated_at, type_=UTCDateTime),
-        bindparam("after_created", cursor.created_at, type_=UTCDateTime),
-        bindparam("after_id", cursor.id),
-    )
-    return tuple_(ChatRow.updated_at, ChatRow.created_at, ChatRow.id) < tuple_(*key)
-
-
-def _doc(chat_id: str, message_id: str | None, content: Any) -> dict[str, Any]:
-    return {"chat_id": chat_id, "message_id": message_id, "body": search_text(content)}
-
-
-async def _index_title(session: AsyncSession, chat_id: str, title: str | None) -> None:
-    """The chat's title doc, replaced (a chat without a title has none)."""
-    await session.execute(
-        delete(SearchDocRow).where(
-            SearchDocRow.chat_id == chat_id, SearchDocRow.message_id.is_(None)
-        )
-    )
-    if title:
-        await session.execute(insert(SearchDocRow), [_doc(chat_id, None, title)])
-
-
-async def _keep_outputs(
-    session: AsyncSession,
-    chat_id: str,
-    message_id: str,
-    whole: Mapping[str, str],
-    now: datetime,
-) -> None:
-    """The whole texts of the turn's cut results, written once (a second save skips them)."""
-    if not whole:
-        return
-    known = select(ToolOutputRow.id).where(ToolOutputRow.id.in_(list(whole)))
-    stored = set(await session.scalars(known))
-    rows = [
-        {"id": i, "chat_id": chat_id, "message_id": message_id, "body": b, "created_at": now}
-        for i, b in whole.items()
-        if i not in stored
-    ]
-    if rows:
-        await session.execute(insert(ToolOutputRow), rows)
-
-
-async def _index_message(
-    session: AsyncSession, chat_id: str, message_id: str, content: Any
-) -> None:
-    """The message's search doc, written or replaced."""
-    body = search_text(content)
-    changed = await session.execute(
-        update(SearchDocRow).where(SearchDocRow.message_id == message_id).values(body=body)
-    )
-    if not getattr(changed, "rowcount", 0):
-        await session.execute(
-            insert(SearchDocRow), [{"chat_id": chat_id, "message_id": message_id, "body": body}]
-        )
 
 
 async def _chat_row(session: AsyncSession, chat_id: str) -> ChatRow:
@@ -529,7 +438,7 @@ class SQLStore:
             session.add(row)
             if title:
                 await session.flush()
-                await _index_title(session, row.id, title)
+                await index_title(session, row.id, title)
         return _chat(row)
 
     async def get_chat(self, chat_id: str, *, user_id: str) -> Chat | None:
@@ -556,10 +465,10 @@ class SQLStore:
         with it; `after`: the page after the one that cursor ended; `count=False`: the
         total is -1, not counted)."""
         terms = search_terms(query) if query else None
-        owned = _chat_filter(user_id, terms, id_prefix, exclude_prefix, self._immediate)
-        page = select(ChatRow).where(owned).order_by(*_RECENT).limit(max(limit, 0))
+        owned = chat_filter(user_id, terms, id_prefix, exclude_prefix, self._immediate)
+        page = select(ChatRow).where(owned).order_by(*RECENT).limit(max(limit, 0))
         if after is not None:
-            page = page.where(_before(after))
+            page = page.where(after_cursor(after))
         if offset > 0:
             page = page.offset(offset)
         async with self._sessions() as session:
@@ -591,6 +500,8 @@ class SQLStore:
                 if ids:
                     result = await session.execute(delete(ChatRow).where(ChatRow.id.in_(ids)))
                     gone += int(getattr(result, "rowcount", 0) or 0)
+        if gone:
+            await self.reclaim()
         return gone
 
     async def delete_chat(self, chat_id: str, *, user_id: str) -> bool:
@@ -598,7 +509,26 @@ class SQLStore:
         query = delete(ChatRow).where(ChatRow.id == chat_id, ChatRow.user_id == user_id)
         async with self._write() as session:
             result = await session.execute(query)
-        return bool(getattr(result, "rowcount", 0))
+        gone = bool(getattr(result, "rowcount", 0))
+        if gone:
+            await self.reclaim()
+        return gone
+
+    async def reclaim(self) -> None:
+        """Give the pages of deleted rows back to the file system (SQLite with incremental
+        auto-vacuum: new databases, or after `toolrelay db vacuum`); PostgreSQL's
+        autovacuum needs no help. A failure here costs space, never the delete."""
+        if not self._immediate:
+            return
+        try:
+            async with self._writer, self._engine.connect() as connection:
+                raw = (await connection.get_raw_connection()).driver_connection
+                assert raw is not None, "a pooled connection has its driver's"
+                # the pragma frees one page per step of its statement: a script runs it to
+                # its end (a plain execute steps once, one page)
+                await raw.executescript("PRAGMA incremental_vacuum;")
+        except Exception as exc:  # the rows are gone already; the space comes back later
+            log.warning("incremental vacuum failed: %s", exc)
 
     async def update_chat(
         self, chat_id: str, *, title: str | None = None, tags: list[str] | None = None
@@ -608,7 +538,7 @@ class SQLStore:
             row = await _chat_row(session, chat_id)
             if title is not None:
                 row.title = title
-                await _index_title(session, chat_id, title)
+                await index_title(session, chat_id, title)
             if tags is not None:
                 row.tags = [str(tag) for tag in tags]
             row.updated_at = self._now()
@@ -633,7 +563,7 @@ class SQLStore:
             session.add(row)
             chat.updated_at = now
             await session.flush()
-            await session.execute(insert(SearchDocRow), [_doc(chat_id, row.id, content)])
+            await session.execute(insert(SearchDocRow), [doc_row(chat_id, row.id, content)])
         return row.id
 
     async def add_chats(self, chats: Sequence[NewChat]) -> None:
@@ -658,14 +588,14 @@ class SQLStore:
                 }
             )
             if chat.title:
-                doc_rows.append(_doc(chat.id, None, chat.title))
+                doc_rows.append(doc_row(chat.id, None, chat.title))
             for message in chat.messages:
                 role, content = message_content(message)
                 message_id = new_id("msg")
                 message_rows.append(_message_row(chat.id, message_id, role, now, content=content))
-                doc_rows.append(_doc(chat.id, message_id, content))
+                doc_rows.append(doc_row(chat.id, message_id, content))
             fields = turn_fields(chat.turn)
-            doc_rows.append(_doc(chat.id, chat.turn_id, fields.content))
+            doc_rows.append(doc_row(chat.id, chat.turn_id, fields.content))
             message_rows.append(
                 _message_row(
                     chat.id,
@@ -685,7 +615,7 @@ class SQLStore:
             await session.execute(insert(SearchDocRow), doc_rows)
             for chat in chats:
                 whole = turn_fields(chat.turn).whole_outputs
-                await _keep_outputs(session, chat.id, chat.turn_id, whole, now)
+                await keep_outputs(session, chat.id, chat.turn_id, whole, now)
 
     async def save_turn(self, chat_id: str, message_id: str, turn: Mapping[str, Any]) -> None:
         """Insert or overwrite assistant message `message_id`, all in one transaction."""
@@ -704,8 +634,8 @@ class SQLStore:
             row.updated_at = now
             chat.updated_at = now
             await session.flush()
-            await _index_message(session, chat_id, message_id, fields.content)
-            await _keep_outputs(session, chat_id, message_id, fields.whole_outputs, now)
+            await index_message(session, chat_id, message_id, fields.content)
+            await keep_outputs(session, chat_id, message_id, fields.whole_outputs, now)
 
     async def checkpoint_turn(self, chat_id: str, message_id: str, turn: Mapping[str, Any]) -> bool:
         """Overwrite the turn only while it is `in_progress`: a late checkpoint never wins."""
