@@ -15,6 +15,8 @@ SUITES = (
     "chat_load",
     "tool_sources",
     "many_tools",
+    "many_chats",
+    "big_results",
     "local_model",
     "code_interpreter",
     "bus_publish",
