@@ -94,6 +94,9 @@ log = logging.getLogger(__name__)
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 _BEGIN_IMMEDIATE = text("BEGIN IMMEDIATE")
+COMPACT_AFTER = 100
+"""Chats pruned at once from which the search index is compacted (`SQLStore.reclaim`)."""
+_COMPACT = "INSERT INTO search_fts(search_fts) VALUES ('optimize');"
 
 
 def _alembic_config(connection: Connection) -> Config:
@@ -501,7 +504,7 @@ class SQLStore:
                     result = await session.execute(delete(ChatRow).where(ChatRow.id.in_(ids)))
                     gone += int(getattr(result, "rowcount", 0) or 0)
         if gone:
-            await self.reclaim()
+            await self.reclaim(compact=gone >= COMPACT_AFTER)
         return gone
 
     async def delete_chat(self, chat_id: str, *, user_id: str) -> bool:
@@ -514,10 +517,12 @@ class SQLStore:
             await self.reclaim()
         return gone
 
-    async def reclaim(self) -> None:
+    async def reclaim(self, *, compact: bool = False) -> None:
         """Give the pages of deleted rows back to the file system (SQLite with incremental
         auto-vacuum: new databases, or after `toolrelay db vacuum`); PostgreSQL's
-        autovacuum needs no help. A failure here costs space, never the delete."""
+        autovacuum needs no help. `compact` first rewrites the search index without the
+        deleted docs' entries (FTS5 keeps them until its segments merge): after a prune
+        of many chats. A failure here costs space, never the delete."""
         if not self._immediate:
             return
         try:
@@ -526,7 +531,9 @@ class SQLStore:
                 assert raw is not None, "a pooled connection has its driver's"
                 # the pragma frees one page per step of its statement: a script runs it to
                 # its end (a plain execute steps once, one page)
-                await raw.executescript("PRAGMA incremental_vacuum;")
+                await raw.executescript(
+                    (_COMPACT if compact else "") + "PRAGMA incremental_vacuum;"
+                )
         except Exception as exc:  # the rows are gone already; the space comes back later
             log.warning("incremental vacuum failed: %s", exc)
 

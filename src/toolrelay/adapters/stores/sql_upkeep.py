@@ -17,6 +17,8 @@ from toolrelay.adapters.stores.sql import SQLITE_BUSY_TIMEOUT_MS
 
 __all__ = ["vacuum"]
 
+_HAS_SEARCH = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'search_fts'"
+
 
 def vacuum(url: str) -> tuple[int, int] | None:
     """Rebuild a SQLite database with incremental auto-vacuum on (`toolrelay db vacuum`):
@@ -34,6 +36,8 @@ def vacuum(url: str) -> tuple[int, int] | None:
     try:
         connection.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
         connection.execute("PRAGMA auto_vacuum=INCREMENTAL")
+        if connection.execute(_HAS_SEARCH).fetchone() is not None:  # drop deleted docs' entries
+            connection.execute("INSERT INTO search_fts(search_fts) VALUES ('optimize')")
         connection.execute("VACUUM")
         connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     finally:
