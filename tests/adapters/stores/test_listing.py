@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from toolrelay.adapters.stores import Chat, Store
+from toolrelay.adapters.stores import Chat, Store, sql_index
 from toolrelay.adapters.stores.listing import ChatCursor, search_terms, search_text
+from toolrelay.adapters.stores.sql import SQLStore
 
 pytestmark = pytest.mark.anyio
 
@@ -85,3 +86,29 @@ def test_a_cursor_that_was_not_handed_out_is_refused() -> None:
     for bad in ("", "not-base64!", "WzFd", ChatCursor.after.__name__):
         with pytest.raises(ValueError, match="not a chat list cursor"):
             ChatCursor.decode(bad)
+
+
+async def test_both_sqlite_search_plans_find_the_same_chats(
+    sql_store: SQLStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SQLite starts from the matches when they are few, else from the list: same answers."""
+    alice = (await sql_store.create_user("alice")).id
+    for i in range(12):
+        chat = await sql_store.create_chat(alice, title=f"chat {i}", chat_id=f"chat_{i:02d}")
+        await sql_store.add_message(chat.id, {"role": "user", "content": f"common {i % 3}"})
+    queries = ["common", "common 1", "chat 1", "nothing"]
+
+    async def answers() -> list[tuple[list[str], int]]:
+        found = []
+        for query in queries:
+            page, total = await sql_store.list_chats(alice, limit=3, query=query)
+            rest, _ = await sql_store.list_chats(
+                alice, limit=50, query=query, after=ChatCursor.after(page[-1]) if page else None
+            )
+            found.append(([c.id for c in page + rest], total))
+        return found
+
+    few = await answers()
+    monkeypatch.setattr(sql_index, "FEW_MATCHES", 1)  # every search now counts as common
+    assert await answers() == few
+    assert [total for _, total in few] == [12, 4, 3, 0]

@@ -80,6 +80,8 @@ from toolrelay.adapters.stores.sql_index import (
     after_cursor,
     chat_filter,
     doc_row,
+    few_matches,
+    from_matches,
     index_message,
     index_title,
     keep_outputs,
@@ -468,17 +470,21 @@ class SQLStore:
         with it; `after`: the page after the one that cursor ended; `count=False`: the
         total is -1, not counted)."""
         terms = search_terms(query) if query else None
-        owned = chat_filter(user_id, terms, id_prefix, exclude_prefix, self._immediate)
-        page = select(ChatRow).where(owned).order_by(*RECENT).limit(max(limit, 0))
-        if after is not None:
-            page = page.where(after_cursor(after))
-        if offset > 0:
-            page = page.offset(offset)
         async with self._sessions() as session:
+            source: Any = ChatRow
+            if terms and self._immediate and await few_matches(session, terms):
+                source, terms = from_matches(terms), None  # the join does the matching
+            owned = chat_filter(user_id, terms, id_prefix, exclude_prefix, self._immediate)
+            page = select(ChatRow).select_from(source).where(owned).order_by(*RECENT)
+            page = page.limit(max(limit, 0))
+            if after is not None:
+                page = page.where(after_cursor(after))
+            if offset > 0:
+                page = page.offset(offset)
             rows = list(await session.scalars(page))
             total = -1
             if count:
-                counted = select(func.count()).select_from(ChatRow).where(owned)
+                counted = select(func.count()).select_from(source).where(owned)
                 total = int(await session.scalar(counted) or 0)
         return [_chat(row) for row in rows], total
 

@@ -20,6 +20,7 @@ from sqlalchemy import (
     delete,
     func,
     insert,
+    join,
     literal_column,
     select,
     text,
@@ -28,6 +29,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql.elements import ColumnElement
+from sqlalchemy.sql.selectable import Join
 
 from toolrelay.adapters.stores.listing import ChatCursor, fts5_query, search_text, tsquery
 from toolrelay.adapters.stores.models import ChatRow, SearchDocRow, ToolOutputRow, UTCDateTime
@@ -37,6 +39,8 @@ __all__ = [
     "after_cursor",
     "chat_filter",
     "doc_row",
+    "few_matches",
+    "from_matches",
     "index_message",
     "index_title",
     "keep_outputs",
@@ -73,6 +77,28 @@ def _matching_chats(terms: list[str], sqlite: bool) -> Select[Any]:
         func.to_tsquery(literal_column("'simple'"), bindparam("terms", tsquery(terms)))
     )
     return select(SearchDocRow.chat_id).where(found)
+
+
+FEW_MATCHES = 2000
+"""Below this many matching docs, a SQLite search starts from the matches (then sorts
+them); from it, from the user's chats in list order, each looked up in the matches."""
+
+
+async def few_matches(session: AsyncSession, terms: list[str]) -> bool:
+    """True when the SQLite index holds fewer than `FEW_MATCHES` docs matching `terms`:
+    SQLite's planner cannot tell (it walks the user's whole list either way)."""
+    probe = text(
+        "SELECT count(*) FROM (SELECT rowid FROM search_fts WHERE search_fts MATCH :terms "
+        "LIMIT :most)"
+    )
+    found = await session.scalar(probe, {"terms": fts5_query(terms), "most": FEW_MATCHES})
+    return int(found or 0) < FEW_MATCHES
+
+
+def from_matches(terms: list[str]) -> Join:
+    """Chats joined to their distinct matching ids (SQLite), for a search of few matches."""
+    matched = _matching_chats(terms, True).distinct().subquery()
+    return join(ChatRow, matched, ChatRow.id == matched.c.chat_id)
 
 
 def after_cursor(cursor: ChatCursor) -> ColumnElement[bool]:
