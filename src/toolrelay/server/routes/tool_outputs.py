@@ -12,9 +12,9 @@ from fastapi import APIRouter
 from fastapi.responses import Response
 
 from toolrelay.server.errors import APIError
-from toolrelay.server.guard import GuardedRoute
+from toolrelay.server.guard import GuardedRoute, UserDep
 from toolrelay.server.routes.chats import _owned
-from toolrelay.server.services import ServicesDep, UserDep
+from toolrelay.server.services import ServicesDep
 
 router = APIRouter(prefix="/api/chats", route_class=GuardedRoute)
 
