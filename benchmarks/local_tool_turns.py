@@ -15,8 +15,8 @@ Variants change only how this turn's items go back to the model (a client
 wrapper rewrites the request), so their rates compare on the same prompts.
 `shipped` sends what the loop sends (`engine.text_call_rounds`); the others
 rewrite the native replay, so they mean something only against a checkout
-from before those rules (`PYTHONPATH=<old>/src:.`), which is how the README's
-"before" row was measured. Runs: temperature 0, then `--seeds` seeds at
+from before those rules (`PYTHONPATH=<old>/src:.`), which is how a "before"
+row is measured. Runs: temperature 0, then `--seeds` seeds at
 temperature 0.7 (`--seeds 0`: temperature 0 only).
 
     python -m benchmarks.local_tool_turns [--variants a,b] [--seeds 2] [--out runs.json]

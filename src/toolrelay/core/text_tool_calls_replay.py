@@ -5,7 +5,7 @@ writes its calls as JSON text (`core.text_tool_calls`). Replayed the native way
 (an assistant `tool_calls` message, then a `tool` message), its chat template
 shows the model its own call again in `<tool_call>` tags and the result as a
 `<tool_response>`; the small model then mostly writes the same call again
-instead of answering. Measured (`benchmarks/local_tool_turns.py`, README), what
+instead of answering. Measured (`benchmarks/local_tool_turns.py`, docs/performance.md), what
 makes it answer with the result is:
 
 - each result as a user message that names the call and asks for the answer

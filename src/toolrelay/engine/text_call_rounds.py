@@ -2,7 +2,7 @@
 
 Both exist because the embedded 0.5B model, shown its own call and the result,
 tends to write the same call again instead of answering (measured in
-`benchmarks/local_tool_turns.py`; rates in the README's embedded-model section):
+`benchmarks/local_tool_turns.py`; rates in docs/performance.md):
 
 1. The request after a result replays this turn's calls and results as text
    (`core.text_tool_calls_replay.replay_as_text`), not as native `tool_calls`

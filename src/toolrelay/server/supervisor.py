@@ -2,7 +2,7 @@
 
 Why not uvicorn's supervisor: its workers share one listening socket, and the
 worker that wakes first accepts a whole burst of connections (one wave's CPU
-split 1 : 1.5-2.1 between two workers, README Performance). Here every worker
+split 1 : 1.5-2.1 between two workers). Here every worker
 binds its own socket to host:port with SO_REUSEPORT, and the kernel spreads new
 connections over the listening ones by a hash of their addresses. A dead
 worker's socket leaves the group: new connections go to the live workers until
