@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -25,6 +26,15 @@ _SOCKET_DIRS = (
     "/events/",
     "/reliability/",
 )
+
+
+@pytest.fixture(autouse=True)
+def _own_data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test reads or migrates the runner's ~/.toolrelay (nor one left by another checkout).
+
+    A test that wants the default location sets HOME or passes its own environment.
+    """
+    monkeypatch.setenv("TOOLRELAY_DATA_DIR", str(tmp_path / "toolrelay-data"))
 
 
 @pytest.fixture(autouse=True)
