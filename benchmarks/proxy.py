@@ -5,9 +5,8 @@ shared httpx client and writes the upstream's body bytes back as they arrive.
 It parses nothing, so whatever toolrelay adds on top of it is the price of
 doing the work (parsing, the loop, events, rendering).
 
-`python -m benchmarks.proxy PORT UPSTREAM_URL [--fair]` serves it with uvicorn,
-the same server (and the same defaults) as `toolrelay serve`; `--fair` gives
-its client toolrelay's `FairPool` (one idle connection per request at a time).
+`python -m benchmarks.proxy PORT UPSTREAM_URL` serves it with uvicorn, the
+same server (and the same defaults) as `toolrelay serve`.
 """
 
 from __future__ import annotations
@@ -18,12 +17,10 @@ from typing import Any
 import httpx
 import uvicorn
 
-from toolrelay.adapters.models.pool import make_fair
-
 Scope = dict[str, Any]
 
 
-def make_app(upstream: str, *, fair: bool = False) -> Any:
+def make_app(upstream: str) -> Any:
     client: httpx.AsyncClient | None = None
 
     async def app(scope: Scope, receive: Any, send: Any) -> None:
@@ -35,8 +32,6 @@ def make_app(upstream: str, *, fair: bool = False) -> Any:
                     # the same limits toolrelay's upstream client has: a fair floor
                     limits = httpx.Limits(max_connections=4096, max_keepalive_connections=256)
                     client = httpx.AsyncClient(timeout=None, limits=limits)
-                    if fair:
-                        make_fair(client)
                     await send({"type": "lifespan.startup.complete"})
                 elif message["type"] == "lifespan.shutdown":
                     if client is not None:
@@ -76,8 +71,7 @@ def make_app(upstream: str, *, fair: bool = False) -> Any:
 
 def main() -> None:
     port, upstream = int(sys.argv[1]), sys.argv[2].rstrip("/")
-    fair = sys.argv[3:] == ["--fair"]
-    uvicorn.run(make_app(upstream, fair=fair), host="127.0.0.1", port=port)
+    uvicorn.run(make_app(upstream), host="127.0.0.1", port=port)
 
 
 if __name__ == "__main__":

@@ -19,9 +19,6 @@ over the proxy's (ratios below 1.00 are better than the floor). `cut` counts
 chats whose text did not arrive whole: it should stay 0.
 
 `BENCH_WORKERS_ONLY=1` runs only the `--workers 2` rows.
-`BENCH_FAIR_PROXY=1` adds `proxy+fair`: the same proxy with toolrelay's
-`FairPool` in its httpx client (`adapters/models/pool.py`), so the floor is
-also shown without httpcore handing one idle connection to a whole burst.
 `BENCH_BEFORE_SRC=/path/to/other/src` adds a `before` contender: another
 checkout's toolrelay, measured in the same rounds (a before/after comparison).
 Two last rows run `toolrelay serve --workers 2` unpinned (client and upstream
@@ -245,11 +242,6 @@ def servers(workers: int | None = None, bus: str | None = None) -> Iterator[list
                 "proxy", proxy_port, {}, stack.enter_context(spawned(proxy_cmd, env, server_cpus))
             )
         )
-        if os.environ.get("BENCH_FAIR_PROXY") == "1":
-            fair_port = free_port()
-            fair_cmd = [*proxy_cmd[:3], str(fair_port), upstream_url, "--fair"]
-            fair_pid = stack.enter_context(spawned(fair_cmd, env, server_cpus))
-            found.append(Contender("proxy+fair", fair_port, {}, fair_pid))
         auth = {"authorization": f"Bearer {KEY}"}
         serve = [sys.executable, "-m", "toolrelay.cli.main", "serve"]
         for name, src in checkouts.items():

@@ -1,26 +1,30 @@
-"""An httpx transport that counts response bodies still open, through httpx's public API.
+"""A transport that counts response bodies still open, around the default one.
 
 A body that is neither read to the end nor closed keeps its connection busy: the
 tests use `open_bodies` to check that a client released every connection,
-without reaching into httpx's private pool.
+through the seam (`adapters.http.seam`), not the HTTP library's pool.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 
-import httpx
+from toolrelay.adapters.http import AiohttpTransport, Request, Response
 
 
-class _TrackedBody(httpx.AsyncByteStream):
-    def __init__(self, inner: httpx.AsyncByteStream, owner: TrackingTransport) -> None:
+class _Tracked:
+    """The inner answer, counted open until its first `aclose()`."""
+
+    def __init__(self, inner: Response, owner: TrackingTransport) -> None:
         self._inner = inner
         self._owner = owner
         self._closed = False
+        self.status = inner.status
+        self.reason = inner.reason
+        self.headers: Mapping[str, str] = inner.headers
 
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        async for chunk in self._inner:
-            yield chunk
+    def chunks(self) -> AsyncIterator[bytes]:
+        return self._inner.chunks()
 
     async def aclose(self) -> None:
         if not self._closed:
@@ -29,25 +33,19 @@ class _TrackedBody(httpx.AsyncByteStream):
         await self._inner.aclose()
 
 
-class TrackingTransport(httpx.AsyncBaseTransport):
+class TrackingTransport:
     """The default transport, counting responses whose body is not closed yet."""
 
     def __init__(self) -> None:
-        self._inner = httpx.AsyncHTTPTransport()
+        self._inner = AiohttpTransport()
         self.open_bodies = 0
         self.responses = 0
 
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        response = await self._inner.handle_async_request(request)
-        assert isinstance(response.stream, httpx.AsyncByteStream)
+    async def send(self, request: Request) -> _Tracked:
+        response = await self._inner.send(request)
         self.open_bodies += 1
         self.responses += 1
-        return httpx.Response(
-            status_code=response.status_code,
-            headers=response.headers,
-            stream=_TrackedBody(response.stream, self),
-            extensions=response.extensions,
-        )
+        return _Tracked(response, self)
 
     async def aclose(self) -> None:
         await self._inner.aclose()

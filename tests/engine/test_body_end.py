@@ -7,13 +7,13 @@ import asyncio
 from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import Any
 
-import httpx
 import pytest
 
 from tests.patience import HANG
 from toolrelay import Relay, tool
+from toolrelay.adapters.http import Request
 from toolrelay.adapters.models import HTTPOptions, OpenAIChat, Retry, Timeouts
-from toolrelay.testing import FakeModelServer, SSEReply, ToolCallSpec
+from toolrelay.testing import FakeModelServer, MockResponse, MockTransport, SSEReply, ToolCallSpec
 from toolrelay.testing.wire import chat_chunks, render_sse
 
 pytestmark = pytest.mark.anyio
@@ -40,7 +40,7 @@ def server() -> Iterator[FakeModelServer]:
 async def test_each_body_is_read_to_its_end() -> None:
     ended: list[int] = []
 
-    async def handler(request: httpx.Request) -> httpx.Response:
+    async def handler(request: Request) -> MockResponse:
         number = len(ended)
         ended.append(0)
         body = render_sse(ROUNDS[number])
@@ -50,10 +50,10 @@ async def test_each_body_is_read_to_its_end() -> None:
                 yield event + b"\n\n"
             ended[number] = 1  # runs only when the reader asks past the last event
 
-        return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=stream())
+        return MockResponse(200, {"content-type": "text/event-stream"}, stream())
 
     model = OpenAIChat(
-        base_url="http://fake", model="m", http=HTTPOptions(transport=httpx.MockTransport(handler))
+        base_url="http://fake", model="m", http=HTTPOptions(transport=MockTransport(handler))
     )
     result = await Relay(model, [echo]).run("go")
     assert result.text == "done"
@@ -61,31 +61,14 @@ async def test_each_body_is_read_to_its_end() -> None:
     await model.aclose()
 
 
-class StreamRecorder(httpx.AsyncBaseTransport):
-    """The default transport, noting which network stream (connection) each response used."""
-
-    def __init__(self) -> None:
-        self._inner = httpx.AsyncHTTPTransport()
-        self.streams: list[object] = []
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        response = await self._inner.handle_async_request(request)
-        self.streams.append(response.extensions["network_stream"])
-        return response
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-
 async def test_the_next_model_call_reuses_the_connection(server: FakeModelServer) -> None:
     server.script(*(SSEReply(chunks) for chunks in ROUNDS * 2))
-    recorder = StreamRecorder()
-    model = OpenAIChat(base_url=server.base_url, model="m", http=HTTPOptions(transport=recorder))
+    model = OpenAIChat(base_url=server.base_url, model="m")
     relay = Relay(model, [echo])
     for _ in range(2):
         assert (await relay.run("go")).text == "done"
-    assert len(recorder.streams) == 4
-    assert all(s is recorder.streams[0] for s in recorder.streams)
+    assert len(server.requests) == 4
+    assert server.accepted == 1  # four model calls, one connection
     await relay.aclose()
 
 

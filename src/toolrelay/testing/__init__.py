@@ -1,5 +1,5 @@
 """Test doubles users can import too: a scripted model, a replay model, a real-socket fake
-model server, wire-format builders and a recording sink."""
+model server, a transport with no network, wire-format builders and a recording sink."""
 
 from toolrelay.testing.fake_server import (
     BodyReply,
@@ -13,6 +13,7 @@ from toolrelay.testing.fake_server import (
 )
 from toolrelay.testing.scripted_model import Body, Refuse, ReplayModel, ScriptedModel, reply
 from toolrelay.testing.sinks import ListSink
+from toolrelay.testing.transport import MockResponse, MockTransport
 from toolrelay.testing.wire import ToolCallSpec
 
 __all__ = [
@@ -21,6 +22,8 @@ __all__ = [
     "FakeModelServer",
     "JSONReply",
     "ListSink",
+    "MockResponse",
+    "MockTransport",
     "NDJSONReply",
     "RawReply",
     "RecordedRequest",

@@ -1,80 +1,124 @@
-"""Which httpx pool a model call goes to (`Upstream.client`): the first with room.
+"""The model clients' connections, over real sockets: reused, bounded, never leaked.
 
-Sequential calls stay on one pool and so reuse one connection (a real server
-counts them); a burst spreads over pools of at most PER_POOL calls each.
+A real server counts the connections it accepts, so reuse is seen from the outside:
+sequential calls and a whole tool turn go over one connection; a burst larger than the
+pool waits for connections instead of failing; a failed call gives its connection back.
 """
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
-from toolrelay.adapters.models import OpenAIChat, Retry
-from toolrelay.adapters.models.http import PER_POOL, POOLS, HTTPOptions, Upstream
+from tests.patience import HANG
+from toolrelay import Relay, tool
+from toolrelay.adapters.models import OpenAIChat, Retry, Timeouts
+from toolrelay.adapters.models.http import HTTPOptions
 from toolrelay.engine.interfaces import ModelRequest
 from toolrelay.errors import ProviderError
-from toolrelay.testing import JSONReply, SSEReply
+from toolrelay.testing import JSONReply, SSEReply, ToolCallSpec
 from toolrelay.testing.fake_server import FakeModelServer
+from toolrelay.testing.wire import chat_chunks
 
 from .conftest import read_all
 
 REQUEST = ModelRequest(messages=[{"role": "user", "content": "hi"}])
+ANSWER = b'data: {"a":1}\n\ndata: [DONE]\n\n'
+
+
+@tool
+async def echo(text: str) -> str:
+    """Say it back."""
+    return text
 
 
 @pytest.mark.anyio
-async def test_a_burst_fills_pools_in_order_and_a_freed_one_is_used_first() -> None:
-    upstream = Upstream(HTTPOptions())
-    burst = [upstream.client for _ in range(1)]
-    dones = [burst[0].counted()]
-    for _ in range(3 * PER_POOL - 1):
-        sender = upstream.client
-        dones.append(sender.counted())
-        burst.append(sender)
-    pools = [burst[i * PER_POOL] for i in range(3)]
-    assert len({id(p) for p in pools}) == 3
-    assert [burst.count(p) for p in pools] == [PER_POOL] * 3  # each full before the next
-    dones[0]()
-    dones[0]()  # counted done once only
-    assert upstream.client is pools[0] and pools[0].open == PER_POOL - 1
-    for done in dones:
-        done()
-    assert [p.open for p in pools] == [0, 0, 0]
-    await upstream.aclose()
-
-
-@pytest.mark.anyio
-async def test_past_every_pool_the_least_busy_one_takes_more() -> None:
-    upstream = Upstream(HTTPOptions())
-    dones = []
-    for _ in range(POOLS * PER_POOL):
-        dones.append(upstream.client.counted())
-    dones[5]()  # a call in the first pool ends
-    chosen = upstream.client
-    assert chosen.open == PER_POOL - 1
-    await upstream.aclose()
-
-
-@pytest.mark.anyio
-async def test_sequential_calls_reuse_one_connection_without_a_given_transport() -> None:
+async def test_sequential_calls_reuse_one_connection() -> None:
     with FakeModelServer() as server:
         server.set_default(SSEReply([{"a": 1}]))
-        client = OpenAIChat(base_url=server.base_url, model="m")  # httpx's own pools
+        client = OpenAIChat(base_url=server.base_url, model="m")
         for _ in range(5):
-            assert (
-                await read_all(await client.open(REQUEST)) == b'data: {"a":1}\n\ndata: [DONE]\n\n'
-            )
+            assert await read_all(await client.open(REQUEST)) == ANSWER
         assert len(server.requests) == 5
-        assert server.open_connections == 1  # taken in turn, five pools opened five
+        assert server.accepted == 1
         await client.aclose()
+        assert await asyncio.to_thread(server.wait_for_connections, 0)
 
 
 @pytest.mark.anyio
-async def test_a_failed_call_does_not_keep_its_pool_busy() -> None:
+async def test_a_tool_turn_makes_its_model_calls_on_one_connection() -> None:
     with FakeModelServer() as server:
-        server.set_default(JSONReply({"error": {"message": "no"}}, status=503))  # retryable
-        http = HTTPOptions(retry=Retry(attempts=1))
+        server.script(
+            SSEReply(chat_chunks(tool_calls=[ToolCallSpec("echo", {"text": "a"}, id="c1")])),
+            SSEReply(chat_chunks(tool_calls=[ToolCallSpec("echo", {"text": "b"}, id="c2")])),
+            SSEReply(chat_chunks(text=["done"])),
+        )
+        relay = Relay(OpenAIChat(base_url=server.base_url, model="m"), [echo])
+        result = await relay.run("go")
+        await relay.aclose()
+        assert result.text == "done"
+        assert len(server.requests) == 3
+        assert server.accepted == 1
+
+
+@pytest.mark.anyio
+async def test_a_burst_of_500_on_20_connections_is_answered_whole() -> None:
+    """Calls past the pool wait for a connection (within the connect timeout) and none
+    fails; the server never sees more than the pool's connections."""
+    with FakeModelServer() as server:
+        server.set_default(SSEReply([{"a": 1}]))
+        http = HTTPOptions(
+            max_connections=20, retry=Retry(attempts=1), timeouts=Timeouts(connect=HANG)
+        )
         client = OpenAIChat(base_url=server.base_url, model="m", http=http)
-        for _ in range(PER_POOL + 1):
+
+        async def call() -> bytes:
+            return await read_all(await client.open(REQUEST))
+
+        async with asyncio.timeout(HANG):
+            bodies = await asyncio.gather(*(call() for _ in range(500)))
+        await client.aclose()
+    assert bodies == [ANSWER] * 500
+    assert len(server.requests) == 500
+    assert server.accepted <= 20
+
+
+@pytest.mark.anyio
+async def test_a_failed_call_gives_its_connection_back() -> None:
+    """On a one-connection pool, a call after failed ones still gets the connection."""
+    with FakeModelServer() as server:
+        server.script(*[JSONReply({"error": {"message": "no"}}, status=503)] * 5)
+        server.set_default(SSEReply([{"a": 1}]))
+        http = HTTPOptions(
+            max_connections=1, retry=Retry(attempts=1), timeouts=Timeouts(connect=HANG)
+        )
+        client = OpenAIChat(base_url=server.base_url, model="m", http=http)
+        for _ in range(5):
             with pytest.raises(ProviderError, match="no"):
                 await client.open(REQUEST)
-        assert [s.open for s in client.upstream._clients] == [0]  # one pool, nothing held
+        async with asyncio.timeout(HANG):
+            assert await read_all(await client.open(REQUEST)) == ANSWER
+        await client.aclose()
+        assert server.accepted == 1
+
+
+@pytest.mark.anyio
+async def test_waiting_for_a_free_connection_is_bounded_by_the_connect_timeout() -> None:
+    """The pool's one connection is held by a stalled stream: the next call waits for it
+    no longer than `connect`, and says so."""
+    with FakeModelServer() as server:
+        server.script(SSEReply([{"a": 1}, {"a": 2}], stall_after=1))
+        http = HTTPOptions(
+            max_connections=1, retry=Retry(attempts=1), timeouts=Timeouts(connect=0.2)
+        )
+        client = OpenAIChat(base_url=server.base_url, model="m", http=http)
+        held = await client.open(REQUEST)
+        with pytest.raises(ProviderError) as info:
+            async with asyncio.timeout(HANG):
+                await client.open(REQUEST)
+        assert (
+            info.value.message == "Cannot connect to the model server: no connection within 0.2 s"
+        )
+        await held.aclose()
         await client.aclose()

@@ -1,7 +1,8 @@
-"""Upstream pools share one TLS context, and it still verifies as httpx's default does.
+"""TLS to model servers: verified against the system's CAs or `SSL_CERT_FILE`, with one
+context for the whole process.
 
-A real TLS server on a socket, with a certificate from a CA made here: unknown to
-certifi's bundle (refused), trusted once `SSL_CERT_FILE` names it (accepted).
+A real TLS server on a socket, with a certificate from a CA made here: unknown to the
+system's store (refused), trusted once `SSL_CERT_FILE` names it (accepted).
 """
 
 from __future__ import annotations
@@ -13,15 +14,15 @@ import ssl
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+from toolrelay.adapters.http import tls_context
 from toolrelay.adapters.models import OpenAIChat, Retry
-from toolrelay.adapters.models.http import PER_POOL, POOLS, HTTPOptions, Upstream, tls_context
+from toolrelay.adapters.models.http import HTTPOptions
 from toolrelay.engine.interfaces import ModelRequest
 from toolrelay.errors import ProviderError
 
@@ -133,7 +134,7 @@ async def test_an_unknown_certificate_authority_is_refused(
 
 
 @pytest.mark.anyio
-async def test_ssl_cert_file_is_honoured_as_by_httpx(
+async def test_ssl_cert_file_is_honoured(
     tls_server: tuple[str, Path], fresh_context: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     base, ca = tls_server
@@ -144,26 +145,23 @@ async def test_ssl_cert_file_is_honoured_as_by_httpx(
 
 
 @pytest.mark.anyio
-async def test_every_pool_shares_one_context(
-    fresh_context: None, monkeypatch: pytest.MonkeyPatch
+async def test_every_client_shares_one_context(
+    tls_server: tuple[str, Path], fresh_context: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Loading a CA bundle costs tens of ms with the loop stopped: made once per process."""
+    base, ca = tls_server
+    monkeypatch.setenv("SSL_CERT_FILE", str(ca))
     made: list[ssl.SSLContext] = []
-    real = httpx.create_ssl_context
+    real = ssl.create_default_context
 
     def counted(*args: object, **kwargs: object) -> ssl.SSLContext:
         context = real(*args, **kwargs)  # type: ignore[arg-type]
         made.append(context)
         return context
 
-    monkeypatch.setattr(httpx, "create_ssl_context", counted)
-    upstreams = [Upstream(HTTPOptions()), Upstream(HTTPOptions())]  # two model servers
-    senders = []
-    for u in upstreams:
-        for _ in range(POOLS * PER_POOL):  # requests in flight fill every pool
-            sender = u.client
-            sender.counted()
-            senders.append(sender)
-    assert len({id(s.client) for s in senders}) == 2 * POOLS  # the pools are there
-    assert len(made) == 1  # and only the first made a context
-    for u in upstreams:
-        await u.aclose()
+    monkeypatch.setattr(ssl, "create_default_context", counted)
+    clients = [OpenAIChat(base_url=base, model="m") for _ in range(3)]  # three model servers
+    for client in clients:
+        assert await read_all(await client.open(REQUEST)) == ANSWER
+        await client.aclose()
+    assert len(made) == 1

@@ -1,9 +1,10 @@
-"""Model clients: httpx adapters that implement `engine.interfaces.ModelClient`.
+"""Model clients: the adapters that implement `engine.interfaces.ModelClient`.
 
 Each client (an `http.APIClient`) builds one API's request body and hands
 back the raw response body (`body.UpstreamBody`); `core.body.BodyReader`
-reads it. Shared plumbing (`http.Upstream`: pooling, retries, error messages;
-`HTTPOptions`: headers, timeouts, retries, transport) lives in `http`.
+reads it. Shared plumbing (`http.Upstream`: retries, timeouts, error messages;
+`HTTPOptions`: headers, timeouts, retries, size cap, transport) lives in
+`http`; the bytes go through `adapters.http`'s transport.
 """
 
 from toolrelay.adapters.models.http import HTTPOptions, Retry, Timeouts, UpstreamBody

@@ -60,3 +60,18 @@ def timeout_error(seconds: float, *, total: bool) -> ProviderError:
 
 def lost_connection(exc: BaseException) -> ProviderError:
     return ProviderError(f"Connection to the model server was lost mid-response: {describe(exc)}")
+
+
+def too_large(limit: int) -> ProviderError:
+    return ProviderError(
+        f"Model server response too large: over {size_text(limit)}, the route's "
+        "max_response_bytes; the rest was not read"
+    )
+
+
+def size_text(size: int) -> str:
+    """`32 MiB`, `512 KiB`, `100 bytes`: a cap as an operator wrote it, near enough."""
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size >= scale:
+            return f"{size / scale:g} {unit}"
+    return f"{size} bytes"

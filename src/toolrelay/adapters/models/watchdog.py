@@ -22,9 +22,10 @@ in every phase; one passing while the reader is busy is raised at its next
 read. An overdue wait gets its task cancelled, as `asyncio.Timeout` would, and
 the wait turns the cancel into the timeout's `ProviderError` with the same
 uncancel rule (`timed_out`): a cancel that came from outside too stays a
-cancel. A wait that swallows the cancel (catches it and waits on) is
-cancelled again `RECANCEL_S` later, and again: however a transport handles a
-cancel, a timeout ends the wait. A call shorter than idle/`SAMPLES` s arms
+cancel. A wait still going on `RECANCEL_S` after the cancel swallowed it
+(caught it and waited on): it is cancelled again, and again, each cancel
+counted and taken back at the end (`Task.cancel`/`uncancel`, public calls):
+however a transport handles a cancel, a timeout ends the wait. A call shorter than idle/`SAMPLES` s arms
 the timer once and cancels it at the end (a drain moves it once more, to the
 grace).
 """
@@ -61,8 +62,8 @@ MIN_STEP: Final = 0.001
 """Seconds between looks at the least: an idle timeout of 0 must not spin the loop."""
 
 RECANCEL_S: Final = 1.0
-"""Seconds after a timeout's cancel at which a wait still going on is looked at again: if
-it swallowed the cancel and waits on (`_swallowed`), it is cancelled again."""
+"""Seconds after a timeout's cancel at which a wait still going on is cancelled again: the
+task has had the loop's turns to see the cancel since, so the wait swallowed it."""
 
 _OPENING, _READING, _ENDING = 0, 1, 2
 
@@ -198,12 +199,7 @@ class Watchdog:
         elif waiting:
             self.expired = self.error(total)
             task = self.task
-            sent = (
-                task is not None
-                and (not self.expiring or _swallowed(task))  # first, or again: swallowed
-                and task.cancel()
-            )
-            if sent:
+            if task is not None and task.cancel():  # first, or again: the last was swallowed
                 self._sent += 1
             if self.expiring:  # a wait that swallows the cancel must not go on unguarded
                 self.handle = loop.call_at(now + max(self._step, RECANCEL_S), self._check)
@@ -248,10 +244,3 @@ class Watchdog:
         if self.handle is not None:
             self.handle.cancel()
             self.handle = None
-
-
-def _swallowed(task: asyncio.Task[Any]) -> bool:
-    """The task waits on a live future although a cancel went to it: it caught the cancel
-    and waits again (a cancel still on its way leaves the future it waited on cancelled)."""
-    waiter = getattr(task, "_fut_waiter", None)  # private, in both of CPython's Tasks
-    return waiter is not None and not waiter.done()
