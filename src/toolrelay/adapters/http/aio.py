@@ -111,7 +111,11 @@ class AiohttpTransport:
         session = self._current()
         try:
             response = await session.request(
-                request.method, request.url, headers=request.headers, data=request.body or None
+                request.method,
+                request.url,
+                headers=request.headers,
+                data=request.body or None,
+                allow_redirects=request.follow_redirects,
             )
         except aiohttp.ClientError as exc:
             raise renamed(exc, self.connect_timeout) from exc

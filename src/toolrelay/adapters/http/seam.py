@@ -41,12 +41,17 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class Request:
-    """One HTTP request, body included (requests of ours are small JSON documents)."""
+    """One HTTP request, body included (requests of ours are small JSON documents).
+
+    `follow_redirects`: the transport follows them (a 303 or a 301/302 to a POST turns
+    it into a GET, as browsers do); False hands the redirect back as the answer.
+    """
 
     method: str
     url: str
     headers: Mapping[str, str] = field(default_factory=dict)
     body: bytes = b""
+    follow_redirects: bool = True
 
 
 class Response(Protocol):

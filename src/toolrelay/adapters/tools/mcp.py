@@ -294,10 +294,11 @@ def _with_stderr(exc: Exception, errlog: IO[str]) -> Exception:
 
 def _http_transport(url: str, headers: Mapping[str, str]) -> Transport:
     def open_http() -> AbstractAsyncContextManager[Any]:
-        import httpx2
         from mcp.client.streamable_http import streamable_http_client
 
-        client = httpx2.AsyncClient(headers=dict(headers), timeout=httpx2.Timeout(30.0, read=300.0))
+        from toolrelay.adapters.http.bridge import mcp_client  # the process's HTTP stack
+
+        client = mcp_client(headers=dict(headers))
         return _closing(client, streamable_http_client(url, http_client=client))
 
     return open_http
@@ -307,7 +308,9 @@ def _sse_transport(url: str, headers: Mapping[str, str]) -> Transport:
     def open_sse() -> AbstractAsyncContextManager[Any]:
         from mcp.client.sse import sse_client
 
-        return sse_client(url, headers=dict(headers))
+        from toolrelay.adapters.http.bridge import mcp_client  # the process's HTTP stack
+
+        return sse_client(url, headers=dict(headers), httpx_client_factory=mcp_client)
 
     return open_sse
 

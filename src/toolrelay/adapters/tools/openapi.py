@@ -12,14 +12,16 @@ a cancelled call closes its connection.
 
 from __future__ import annotations
 
+import asyncio
 import fnmatch
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import httpx
 import orjson
 
+from toolrelay.adapters.http import AiohttpTransport, Request, Transport, TransportError
+from toolrelay.adapters.http.fetch import Answer, fetch, url_with_query
 from toolrelay.adapters.tools.source import SourceTool
 from toolrelay.core.openapi import Operation, build_request, operations
 from toolrelay.engine.interfaces import Tool, ToolContext, ToolSpec
@@ -28,6 +30,9 @@ from toolrelay.errors import ConfigError, ToolError
 __all__ = ["OpenAPIServer"]
 
 _BODY_LIMIT = 4000
+_CONNECT_S = 30.0
+_ANSWER_S = 300.0
+"""The longest an answer may take (the runner's per-call timeout is usually shorter)."""
 
 
 class OpenAPIServer:
@@ -50,7 +55,7 @@ class OpenAPIServer:
         auth_header_env: str | None = None,
         timeout: float | None = None,
         requires_approval: bool = False,
-        transport: httpx.AsyncBaseTransport | None = None,
+        transport: Transport | None = None,
     ) -> None:
         self.url = url.rstrip("/")
         self.spec_url = spec_path if "://" in spec_path else f"{self.url}/{spec_path.lstrip('/')}"
@@ -64,9 +69,7 @@ class OpenAPIServer:
             **dict(headers or {}),
             **_auth(self.name, bearer_token_env, auth_header, auth_header_env),
         }
-        self._client = httpx.AsyncClient(
-            headers=self._headers, timeout=httpx.Timeout(30.0, read=300.0), transport=transport
-        )
+        self._transport = transport or AiohttpTransport(connect_timeout=_CONNECT_S)
         self._tools: list[Tool] | None = None
         self._ops: dict[str, Operation] = {}
 
@@ -80,17 +83,20 @@ class OpenAPIServer:
     async def refresh(self) -> None:
         """Fetch the document again (the server changed its operations)."""
         try:
-            response = await self._client.get(self.spec_url)
-        except httpx.HTTPError as exc:
+            request = Request("GET", self.spec_url, self._headers)
+            async with asyncio.timeout(_ANSWER_S):
+                response = await fetch(self._transport, request)
+        except (TransportError, TimeoutError) as exc:
+            reason = str(exc) or f"no answer within {_ANSWER_S:g} s"
             raise ToolError(
-                f"OpenAPI server {self.name!r}: cannot fetch {self.spec_url}: {exc}"
+                f"OpenAPI server {self.name!r}: cannot fetch {self.spec_url}: {reason}"
             ) from exc
-        if response.status_code >= 400:
+        if response.status >= 400:
             raise ToolError(
-                f"OpenAPI server {self.name!r}: {self.spec_url} answered HTTP {response.status_code}"
+                f"OpenAPI server {self.name!r}: {self.spec_url} answered HTTP {response.status}"
             )
         try:
-            document = orjson.loads(response.content)
+            document = orjson.loads(response.body)
         except orjson.JSONDecodeError as exc:
             raise ToolError(f"OpenAPI server {self.name!r}: {self.spec_url} is not JSON") from exc
         tools: list[Tool] = []
@@ -115,20 +121,22 @@ class OpenAPIServer:
         op = self._ops.get(name)
         if op is None:
             raise ToolError(f'Tool "{name}" not found.')
-        request = build_request(op, arguments)
-        headers = dict(request.headers)
-        if request.has_body:
+        built = build_request(op, arguments)
+        headers = {**self._headers, **built.headers}
+        if built.has_body:
             headers["Content-Type"] = "application/json"
+        request = Request(
+            built.method,
+            url_with_query(self.url + built.path, built.query),
+            headers,
+            orjson.dumps(built.json) if built.has_body else b"",
+        )
         try:
-            response = await self._client.request(
-                request.method,
-                self.url + request.path,
-                params=request.query or None,
-                headers=headers or None,
-                content=orjson.dumps(request.json) if request.has_body else None,
-            )
-        except httpx.HTTPError as exc:
-            raise ToolError(f"Error: {op.method.upper()} {op.path} failed: {exc}") from exc
+            async with asyncio.timeout(_ANSWER_S):
+                response = await fetch(self._transport, request)
+        except (TransportError, TimeoutError) as exc:
+            reason = str(exc) or f"no answer within {_ANSWER_S:g} s"
+            raise ToolError(f"Error: {op.method.upper()} {op.path} failed: {reason}") from exc
         return _answer(response)
 
     def _wanted(self, name: str) -> bool:
@@ -137,20 +145,20 @@ class OpenAPIServer:
         return not any(fnmatch.fnmatchcase(name, p) for p in self.deny)
 
     async def aclose(self) -> None:
-        await self._client.aclose()
+        await self._transport.aclose()
 
 
-def _answer(response: httpx.Response) -> Any:
+def _answer(response: Answer) -> Any:
     """The value the model gets: parsed JSON, HTML with its headers (an embed), or text."""
     text = response.text
-    if response.status_code >= 300:
-        raise ToolError(f"Error: HTTP {response.status_code}: {text[:_BODY_LIMIT]}")
+    if response.status >= 300:
+        raise ToolError(f"Error: HTTP {response.status}: {text[:_BODY_LIMIT]}")
     kind = response.headers.get("content-type", "").lower()
     if "text/html" in kind:
-        return (text, dict(response.headers))
+        return (text, response.header_dict())
     if "json" in kind:
         try:
-            return orjson.loads(response.content)
+            return orjson.loads(response.body)
         except orjson.JSONDecodeError:
             return text
     return text
