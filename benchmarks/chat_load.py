@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
+import httpx2
 import orjson
 
 from benchmarks.harness import ADMIN_KEY, ServerProcess, write_config
@@ -65,7 +65,7 @@ class Report:
         return sum(n for status, n in self.statuses.items() if status >= 500)
 
 
-async def _until_end(client: httpx.AsyncClient, chat_id: str) -> None:
+async def _until_end(client: httpx2.AsyncClient, chat_id: str) -> None:
     """Follow the chat's events until the stream ends (the turn ended and was delivered)."""
     decoder = SSEDecoder()
     async with client.stream("GET", f"/api/chats/{chat_id}/events") as response:
@@ -77,7 +77,7 @@ async def _until_end(client: httpx.AsyncClient, chat_id: str) -> None:
                     return  # already over when we arrived
 
 
-async def _chat(client: httpx.AsyncClient, rounds: int, report: Report) -> str:
+async def _chat(client: httpx2.AsyncClient, rounds: int, report: Report) -> str:
     created = await client.post("/api/chats", json={"model": "fake"})
     report.statuses[created.status_code] += 1
     chat_id = str(created.json()["id"])
@@ -89,13 +89,13 @@ async def _chat(client: httpx.AsyncClient, rounds: int, report: Report) -> str:
             report.statuses[posted.status_code] += 1
             if posted.status_code == 202:
                 await _until_end(client, chat_id)
-        except httpx.TransportError as exc:
+        except httpx2.TransportError as exc:
             report.dropped += 1
             report.drops[f"{type(exc).__name__} on {exc.request.method}"] += 1
     return chat_id
 
 
-async def _check(client: httpx.AsyncClient, chat_id: str, rounds: int, expected: str) -> int:
+async def _check(client: httpx2.AsyncClient, chat_id: str, rounds: int, expected: str) -> int:
     """How many of the chat's answers are missing, cut or not completed."""
     messages = (await client.get(f"/api/chats/{chat_id}")).json()["messages"]
     answers = [m for m in messages if m["role"] == "assistant"]
@@ -103,7 +103,7 @@ async def _check(client: httpx.AsyncClient, chat_id: str, rounds: int, expected:
     return rounds - len(whole)
 
 
-async def _stuck(client: httpx.AsyncClient, chat_ids: list[str]) -> int:
+async def _stuck(client: httpx2.AsyncClient, chat_ids: list[str]) -> int:
     count = 0
     for chat_id in chat_ids:
         messages = (await client.get(f"/api/chats/{chat_id}")).json()["messages"]
@@ -111,13 +111,13 @@ async def _stuck(client: httpx.AsyncClient, chat_ids: list[str]) -> int:
     return count
 
 
-def _client(base_url: str, n: int) -> httpx.AsyncClient:
+def _client(base_url: str, n: int) -> httpx2.AsyncClient:
     """Idle connections expire before uvicorn's 5 s keep-alive, so none is reused as it closes."""
-    limits = httpx.Limits(
+    limits = httpx2.Limits(
         max_connections=2 * n + 10, max_keepalive_connections=2 * n + 10, keepalive_expiry=2
     )
     headers = {"Authorization": f"Bearer {ADMIN_KEY}"}
-    return httpx.AsyncClient(base_url=base_url, headers=headers, timeout=300, limits=limits)
+    return httpx2.AsyncClient(base_url=base_url, headers=headers, timeout=300, limits=limits)
 
 
 async def _wave(base_url: str, chats: int, rounds: int, report: Report) -> list[str]:
@@ -211,12 +211,12 @@ async def _straight(base_url: str, n: int) -> float:
     """The baseline: the same answers streamed straight from the upstream, N at once."""
     body: dict[str, Any] = {"model": "fake-model", "messages": [], "stream": True}
 
-    async def one(client: httpx.AsyncClient) -> None:
+    async def one(client: httpx2.AsyncClient) -> None:
         async with client.stream("POST", "/v1/chat/completions", json=body) as response:
             async for _ in response.aiter_bytes():
                 pass
 
-    async with httpx.AsyncClient(base_url=base_url, timeout=300) as client:
+    async with httpx2.AsyncClient(base_url=base_url, timeout=300) as client:
         start = time.perf_counter()
         await asyncio.gather(*(one(client) for _ in range(n)))
         return time.perf_counter() - start

@@ -1,6 +1,6 @@
-"""CPU per conversation through `Relay.run`, against a hand-written httpx + orjson loop.
+"""CPU per conversation through `Relay.run`, against a hand-written httpx2 + orjson loop.
 
-Both talk to the same in-process fake upstream: an httpx `MockTransport`
+Both talk to the same in-process fake upstream: an httpx2 `MockTransport`
 serving pre-rendered Chat Completions SSE, one event per network read. A
 scenario is (tool rounds, argument chunks per call, text chunks of the final
 answer). The baseline is the least a loop can do: stream, split lines,
@@ -30,7 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import httpx
+import httpx2
 import orjson
 
 from toolrelay import OpenAIChat, Relay, RunLimits, tool
@@ -58,8 +58,8 @@ def bodies(rounds: int, arg_chunks: int, text_chunks: int) -> list[list[bytes]]:
     return [[e + b"\n\n" for e in body.split(b"\n\n") if e] for body in out]
 
 
-def transport(replies: list[list[bytes]]) -> httpx.MockTransport:
-    async def handler(request: httpx.Request) -> httpx.Response:
+def transport(replies: list[list[bytes]]) -> httpx2.MockTransport:
+    async def handler(request: httpx2.Request) -> httpx2.Response:
         sent = orjson.loads(request.content)
         round_no = sum(1 for m in sent["messages"] if m.get("role") == "tool")
         pieces = replies[round_no]
@@ -68,12 +68,12 @@ def transport(replies: list[list[bytes]]) -> httpx.MockTransport:
             for piece in pieces:
                 yield piece
 
-        return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=stream())
+        return httpx2.Response(200, headers={"content-type": "text/event-stream"}, content=stream())
 
-    return httpx.MockTransport(handler)
+    return httpx2.MockTransport(handler)
 
 
-async def baseline(client: httpx.AsyncClient) -> str:
+async def baseline(client: httpx2.AsyncClient) -> str:
     """A minimal native tool loop: no events, no items, no validation."""
     messages: list[dict[str, Any]] = [{"role": "user", "content": "go"}]
     while True:
@@ -113,7 +113,7 @@ async def baseline(client: httpx.AsyncClient) -> str:
 
 
 async def base_runs(replies: list[list[bytes]], conversations: int) -> None:
-    async with httpx.AsyncClient(transport=transport(replies)) as client:
+    async with httpx2.AsyncClient(transport=transport(replies)) as client:
         for _ in range(conversations):
             await baseline(client)
 
@@ -161,7 +161,7 @@ async def _loops(
 ) -> tuple[Callable[[int], Coroutine[Any, Any, None]], Callable[[], Coroutine[Any, Any, None]]]:
     """`conversations(n)` on one long-lived client or relay, and its `close()`."""
     if kind == "baseline":
-        client = httpx.AsyncClient(transport=transport(replies))
+        client = httpx2.AsyncClient(transport=transport(replies))
 
         async def base(n: int) -> None:
             for _ in range(n):
@@ -282,7 +282,7 @@ def main() -> None:
 
 def run(*, quick: bool = False) -> None:
     repeat = 3 if quick else 9
-    print("\nengine loop: CPU ms per conversation, Relay.run vs a hand-written httpx+orjson loop")
+    print("\nengine loop: CPU ms per conversation, Relay.run vs a hand-written httpx2+orjson loop")
     print(
         f"{'rounds×args×text':<18}{'baseline ms':>12}{'run ms':>8}{'ratio':>7}"
         f"{'stream ms':>11}{'ratio':>7}"

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import httpx
+import httpx2
 
 if TYPE_CHECKING:
     from toolrelay.config.settings import Settings
@@ -109,9 +109,9 @@ class ServerProcess:
                 self.process.kill()
                 self.process.wait(timeout=30)
 
-    def client(self, *, timeout: float = 30) -> httpx.Client:
+    def client(self, *, timeout: float = 30) -> httpx2.Client:
         headers = {"Authorization": f"Bearer {ADMIN_KEY}"}
-        return httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout)
+        return httpx2.Client(base_url=self.base_url, headers=headers, timeout=timeout)
 
     def open_fds(self) -> int:
         return len(os.listdir(f"/proc/{self.pid}/fd"))

@@ -4,7 +4,7 @@ One llama.cpp (the `[local]` extra, started as `toolrelay serve` starts it,
 default threads, plus its metrics counters) serves every contender in the
 same run, one request at a time, contenders interleaved round by round:
 
-- `llama.cpp server, direct`: an httpx stream straight to its
+- `llama.cpp server, direct`: an httpx2 stream straight to its
   /v1/chat/completions (the baseline);
 - `llama.cpp in-process call`: `xllamacpp.Server.handle_chat_completions`
   with a stream callback, no HTTP (the alternative to the private port);
@@ -23,7 +23,7 @@ counters before and after) and `kept` the share of it the client saw; `rest
 ms` is TTFT minus llama.cpp's own prompt time (the first token's decode and
 the path). On a busy machine llama.cpp's own speed swings from answer to
 answer by ±20 %; `kept` and `rest ms` are the parts of the figures the path owns.
-Clients persist across requests (one httpx client, one event loop and Relay).
+Clients persist across requests (one httpx2 client, one event loop and Relay).
 `CPU ms/tok` is this process's CPU time per generated token, llama.cpp's
 threads included: what a path adds on top of llama.cpp shows there even when
 the machine is too busy for the timings to settle. `cached` is the most prompt
@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
+import httpx2
 import orjson
 
 from benchmarks.harness import AppThread
@@ -96,7 +96,7 @@ def llama_body(max_tokens: int) -> dict[str, Any]:
     }
 
 
-def read_sse(http: httpx.Client, url: str, body: dict[str, Any], key: str) -> Sample:
+def read_sse(http: httpx2.Client, url: str, body: dict[str, Any], key: str) -> Sample:
     """One streamed Chat Completions answer, timed at the client."""
     start = time.perf_counter()
     first = last = 0.0
@@ -189,7 +189,7 @@ def run(quick: bool = False) -> None:
             assert isinstance(client, OpenAIChat)
             key, url = server.api_key, server.base_url
             library = Library(client)
-            with AppThread(settings) as app, httpx.Client(timeout=300) as http:
+            with AppThread(settings) as app, httpx2.Client(timeout=300) as http:
                 contenders: dict[str, Callable[[], Sample]] = {
                     "llama.cpp server, direct": lambda: read_sse(
                         http, f"{url}/chat/completions", llama_body(max_tokens), key

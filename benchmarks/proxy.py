@@ -1,7 +1,7 @@
 """The floor a streaming server is measured against: a minimal pass-through proxy.
 
 A raw ASGI app (no framework) that forwards each POST to the upstream with one
-shared httpx client and writes the upstream's body bytes back as they arrive.
+shared httpx2 client and writes the upstream's body bytes back as they arrive.
 It parses nothing, so whatever toolrelay adds on top of it is the price of
 doing the work (parsing, the loop, events, rendering).
 
@@ -14,14 +14,14 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-import httpx
+import httpx2
 import uvicorn
 
 Scope = dict[str, Any]
 
 
 def make_app(upstream: str) -> Any:
-    client: httpx.AsyncClient | None = None
+    client: httpx2.AsyncClient | None = None
 
     async def app(scope: Scope, receive: Any, send: Any) -> None:
         nonlocal client
@@ -30,8 +30,8 @@ def make_app(upstream: str) -> Any:
                 message = await receive()
                 if message["type"] == "lifespan.startup":
                     # the same limits toolrelay's upstream client has: a fair floor
-                    limits = httpx.Limits(max_connections=4096, max_keepalive_connections=256)
-                    client = httpx.AsyncClient(timeout=None, limits=limits)
+                    limits = httpx2.Limits(max_connections=4096, max_keepalive_connections=256)
+                    client = httpx2.AsyncClient(timeout=None, limits=limits)
                     await send({"type": "lifespan.startup.complete"})
                 elif message["type"] == "lifespan.shutdown":
                     if client is not None:

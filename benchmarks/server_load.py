@@ -5,7 +5,7 @@ from the fake upstream in its own process), N chats started at once:
 
 - `upstream`: straight from the fake upstream, the time any answer needs;
 - `proxy`: the minimal pass-through proxy (`benchmarks/proxy.py`: a raw ASGI
-  app forwarding the upstream's bytes with one shared httpx client), the floor;
+  app forwarding the upstream's bytes with one shared httpx2 client), the floor;
 - `toolrelay`: `toolrelay serve` (SQLite, in-process events), the whole loop.
 
 With two or more cores the servers are pinned to CPU 0 and the upstream and
@@ -43,7 +43,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
+import httpx2
 import orjson
 
 from benchmarks.load_client import Sample, percentile, wave
@@ -74,9 +74,9 @@ def wait_http(url: str, limit: float = 60) -> None:
     deadline = time.monotonic() + limit
     while time.monotonic() < deadline:
         try:
-            httpx.get(url, timeout=1)
+            httpx2.get(url, timeout=1)
             return
-        except httpx.HTTPError:
+        except httpx2.HTTPError:
             time.sleep(0.1)
     raise RuntimeError(f"{url} did not come up")
 

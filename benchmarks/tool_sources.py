@@ -5,7 +5,7 @@ Each contender makes the same call (`add(a, b)`) sequentially, in blocks of
 Ours is what the runner does per call: `tool.call(args, context)` then
 `normalise_result`. The baselines are the least a client can do: the mcp
 SDK's `ClientSession.call_tool` on the same session (so both talk to one
-server process), a plain `httpx` POST to the same OpenAPI server, the bare
+server process), a plain `httpx2` POST to the same OpenAPI server, the bare
 function for Python. Target (issue
 10): ≤ 1.2× for MCP and OpenAPI.
 """
@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-import httpx
+import httpx2
 from fastapi import FastAPI
 from pydantic import BaseModel
 
@@ -89,9 +89,9 @@ def _free_port() -> int:
 def _wait_listening(port: int, proc: subprocess.Popen[bytes] | None = None) -> None:
     for _ in range(3000):
         try:
-            httpx.get(f"http://127.0.0.1:{port}/", timeout=1.0)
+            httpx2.get(f"http://127.0.0.1:{port}/", timeout=1.0)
             return
-        except httpx.TransportError:
+        except httpx2.TransportError:
             if proc is not None and proc.poll() is not None:
                 raise RuntimeError("server exited") from None
             time.sleep(0.02)
@@ -173,7 +173,7 @@ async def bench_openapi(calls: int, repeat: int) -> tuple[float, float]:
     try:
         base_url = f"http://127.0.0.1:{port}"
         ours_source = OpenAPIServer(base_url)
-        async with httpx.AsyncClient(timeout=30) as client:
+        async with httpx2.AsyncClient(timeout=30) as client:
             item = await _named(ours_source, "add")
             try:
 

@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-import httpx
+import httpx2
 from playwright.sync_api import Page, expect, sync_playwright
 
 from toolrelay.testing import FakeModelServer, SSEReply, ToolCallSpec
@@ -120,7 +120,7 @@ def ask(page: Page, url: str) -> None:
     page.locator("details.reasoning").evaluate("(d) => { d.open = true; }")
     chat_id = page.evaluate("new URLSearchParams(location.hash.slice(1)).get('chat')")
     headers = {"Authorization": f"Bearer {KEY}"}
-    httpx.patch(f"{url}/api/chats/{chat_id}", json={"title": "Relay team size"}, headers=headers)
+    httpx2.patch(f"{url}/api/chats/{chat_id}", json={"title": "Relay team size"}, headers=headers)
     page.reload()
     expect(page.locator("article.assistant .sources li")).to_have_count(2)
     page.locator("details.reasoning").evaluate("(d) => { d.open = true; }")

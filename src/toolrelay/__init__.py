@@ -4,7 +4,7 @@ Point it at any model that speaks an OpenAI-style API, give it tools, and get
 a loop that streams the model's output into structured items, runs the tool
 calls, feeds the results back and repeats until the model answers.
 
-Names are imported lazily, so `import toolrelay.core` stays free of httpx
+Names are imported lazily, so `import toolrelay.core` stays free of aiohttp
 and asyncio (the core is sans-IO).
 """
 

@@ -10,7 +10,15 @@ from pathlib import Path
 import toolrelay.engine
 
 ENGINE = Path(toolrelay.engine.__file__).parent
-FORBIDDEN = ("httpx", "sqlalchemy", "fastapi", "redis", "toolrelay.adapters", "toolrelay.server")
+FORBIDDEN = (
+    "httpx",
+    "aiohttp",
+    "sqlalchemy",
+    "fastapi",
+    "redis",
+    "toolrelay.adapters",
+    "toolrelay.server",
+)
 
 
 def imported_names(path: Path) -> set[str]:

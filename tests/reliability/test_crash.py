@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
+import httpx2
 import pytest
 import redis
 from benchmarks.harness import ADMIN_KEY, ServerProcess, write_config
@@ -29,7 +29,7 @@ PARTIAL = ["Half ", "an ", "answer"]
 AFTER = ["A ", "whole ", "new ", "answer ", "with ", "many ", "words ", "in ", "it."]
 
 
-def last_assistant(client: httpx.Client, chat_id: str) -> dict[str, Any]:
+def last_assistant(client: httpx2.Client, chat_id: str) -> dict[str, Any]:
     messages = client.get(f"/api/chats/{chat_id}").json()["messages"]
     return dict(messages[-1]) if messages and messages[-1]["role"] == "assistant" else {}
 
@@ -45,10 +45,10 @@ def wait_for(predicate: Any, what: str, limit: float = 60) -> Any:
     raise AssertionError(f"never happened: {what}")
 
 
-def post_until_accepted(client: httpx.Client, chat_id: str) -> httpx.Response:
+def post_until_accepted(client: httpx2.Client, chat_id: str) -> httpx2.Response:
     """After a crash on Redis the old lease lives until its ttl: 409 until then, never forever."""
 
-    def post() -> httpx.Response | None:
+    def post() -> httpx2.Response | None:
         response = client.post(f"/api/chats/{chat_id}/messages", json={"content": "again"})
         assert response.status_code in (202, 409), response.text
         return response if response.status_code == 202 else None

@@ -12,7 +12,7 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
-import httpx
+import httpx2
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
@@ -42,7 +42,7 @@ def fuzzed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Running, 
 
 
 def _operations(base_url: str) -> list[Any]:
-    raw = httpx.get(base_url + "/openapi.json", timeout=30).json()
+    raw = httpx2.get(base_url + "/openapi.json", timeout=30).json()
     schema = schemathesis.openapi.from_dict(raw)
     return [result.ok() for result in schema.get_all_operations() if isinstance(result, Ok)]
 

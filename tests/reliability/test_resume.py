@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
+import httpx2
 import orjson
 import pytest
 
@@ -34,7 +34,7 @@ def answer_seen(events: list[tuple[int, dict[str, Any]]]) -> str:
 
 
 def read_until_end(
-    client: httpx.Client, chat_id: str, last: int, limit: float = 60
+    client: httpx2.Client, chat_id: str, last: int, limit: float = 60
 ) -> list[tuple[int, dict[str, Any]]]:
     """`read_events` that fails instead of hanging: keep-alives let it check a deadline."""
     out: list[tuple[int, dict[str, Any]]] = []
@@ -50,7 +50,7 @@ def read_until_end(
     return out
 
 
-def follow(client: httpx.Client, chat_id: str, last: int) -> list[tuple[int, dict[str, Any]]]:
+def follow(client: httpx2.Client, chat_id: str, last: int) -> list[tuple[int, dict[str, Any]]]:
     """Like a browser's EventSource: reconnect with the last id until the answer is known."""
     seen: list[tuple[int, dict[str, Any]]] = []
     for _ in range(5):
@@ -63,7 +63,7 @@ def follow(client: httpx.Client, chat_id: str, last: int) -> list[tuple[int, dic
     raise AssertionError(f"the turn's final event never came: {seen}")
 
 
-def first_event_after(client: httpx.Client, chat_id: str, after: int) -> dict[str, Any]:
+def first_event_after(client: httpx2.Client, chat_id: str, after: int) -> dict[str, Any]:
     """The first event of a stream resumed with `?after=`."""
     decoder = SSEDecoder()
     url = f"/api/chats/{chat_id}/events"

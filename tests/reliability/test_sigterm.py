@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
+import httpx2
 import orjson
 import pytest
 
@@ -74,8 +74,8 @@ class Child:
                 threading.Event().wait(0.05)
         raise RuntimeError("the server did not start")
 
-    def client(self) -> httpx.Client:
-        return httpx.Client(
+    def client(self) -> httpx2.Client:
+        return httpx2.Client(
             base_url=self.base_url, headers={"Authorization": f"Bearer {ADMIN_KEY}"}, timeout=HANG
         )
 
@@ -103,7 +103,7 @@ def child(tmp_path: Path) -> Iterator[Child]:
 
 
 def _follow(
-    client: httpx.Client, chat_id: str, seen: list[dict[str, Any]], ready: threading.Event
+    client: httpx2.Client, chat_id: str, seen: list[dict[str, Any]], ready: threading.Event
 ) -> None:
     decoder = SSEDecoder()
     with client.stream("GET", f"/api/chats/{chat_id}/events") as response:
@@ -128,7 +128,7 @@ def test_sigterm_ends_idle_sse_streams_with_a_reconnect_event(child: Child) -> N
     assert seen[-1]["data"]["reconnect"] is True
 
 
-def _stream_v1(client: httpx.Client, seen: list[bytes]) -> None:
+def _stream_v1(client: httpx2.Client, seen: list[bytes]) -> None:
     body = {"model": "fake", "messages": [{"role": "user", "content": "hi"}], "stream": True}
     with client.stream("POST", "/v1/chat/completions", json=body) as response:
         seen.extend(response.iter_bytes())

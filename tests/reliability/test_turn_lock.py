@@ -7,7 +7,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-import httpx
+import httpx2
 import pytest
 import redis
 
@@ -35,7 +35,7 @@ def post_all_at_once(base_url: str, chat_id: str, count: int) -> list[int]:
 
     def post(i: int) -> None:
         headers = {"Authorization": f"Bearer {ADMIN_KEY}"}
-        with httpx.Client(base_url=base_url, headers=headers, timeout=30) as client:
+        with httpx2.Client(base_url=base_url, headers=headers, timeout=30) as client:
             barrier.wait()
             response = client.post(f"/api/chats/{chat_id}/messages", json={"content": f"q{i}"})
             codes.append(response.status_code)

@@ -16,7 +16,7 @@ import shutil
 import signal
 from pathlib import Path
 
-import httpx
+import httpx2
 import orjson
 import pytest
 from benchmarks.harness import ADMIN_KEY
@@ -93,13 +93,13 @@ def _answer(body: bytes) -> str:
     return text
 
 
-async def _streamed_chats(base_url: str, count: int) -> list[httpx.Response]:
+async def _streamed_chats(base_url: str, count: int) -> list[httpx2.Response]:
     """`count` streamed /v1 chats at once, each on its own new connection."""
     body = {"model": "fake", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
     headers = {"Authorization": f"Bearer {ADMIN_KEY}"}
 
-    async def one() -> httpx.Response:
-        async with httpx.AsyncClient(base_url=base_url, headers=headers, timeout=HANG) as c:
+    async def one() -> httpx2.Response:
+        async with httpx2.AsyncClient(base_url=base_url, headers=headers, timeout=HANG) as c:
             response = await c.post(CHAT, json=body)
             await response.aread()
             return response

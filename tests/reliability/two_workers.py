@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import httpx
+import httpx2
 import orjson
 from benchmarks.harness import ADMIN_KEY, ServerProcess, write_config
 
@@ -58,7 +58,7 @@ class Workers:
             time.sleep(0.05)
         return found
 
-    def worker_of(self, response: httpx.Response) -> int:
+    def worker_of(self, response: httpx2.Response) -> int:
         """The pid of the worker that served `response` (its access line in the log)."""
         request_id = response.headers["x-request-id"]
         line = re.compile(rb"request_id=" + request_id.encode() + rb"\b.*?worker=(\d+)")
@@ -69,7 +69,7 @@ class Workers:
         return int(found.group(1))
 
     @contextmanager
-    def client_on(self, wanted: Any) -> Iterator[tuple[httpx.Client, int]]:
+    def client_on(self, wanted: Any) -> Iterator[tuple[httpx2.Client, int]]:
         """A fresh keep-alive connection that landed on a worker `wanted(pid)` accepts
         (learned from a first cheap request; the next ones reuse the connection)."""
         for _ in range(60):

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
+import httpx2
 import pytest
 from benchmarks.harness import AppThread
 
@@ -23,8 +23,8 @@ class Running:
     upstream: FakeModelServer
     settings: Settings
 
-    def client(self, key: str = ADMIN_KEY) -> httpx.Client:
-        return httpx.Client(
+    def client(self, key: str = ADMIN_KEY) -> httpx2.Client:
+        return httpx2.Client(
             base_url=self.base_url, headers={"Authorization": f"Bearer {key}"}, timeout=10
         )
 

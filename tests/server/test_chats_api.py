@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import httpx
+import httpx2
 import orjson
 
 from tests.patience import HANG
@@ -18,7 +18,7 @@ CHAT = "/v1/chat/completions"
 
 
 def read_events(
-    client: httpx.Client, chat_id: str, *, last: int | None = None, limit: int | None = None
+    client: httpx2.Client, chat_id: str, *, last: int | None = None, limit: int | None = None
 ) -> list[tuple[int, dict[str, Any]]]:
     """(seq, {type, data}) until the stream ends, or `limit` events then disconnect."""
     headers = {"Last-Event-ID": str(last)} if last is not None else {}
@@ -43,7 +43,7 @@ LOCATION_TOOL = [
 
 
 def events_answering_tools(
-    client: httpx.Client, chat_id: str, result: Any
+    client: httpx2.Client, chat_id: str, result: Any
 ) -> list[tuple[int, dict[str, Any]]]:
     """Read the chat's events to the end, answering each `execute:tool` with `result`."""
     seen: list[tuple[int, dict[str, Any]]] = []
@@ -60,13 +60,13 @@ def events_answering_tools(
     return seen
 
 
-def new_chat(client: httpx.Client, **body: Any) -> str:
+def new_chat(client: httpx2.Client, **body: Any) -> str:
     response = client.post("/api/chats", json=body)
     assert response.status_code == 201, response.text
     return str(response.json()["id"])
 
 
-def wait_saved(client: httpx.Client, chat_id: str, status: str = "completed") -> dict[str, Any]:
+def wait_saved(client: httpx2.Client, chat_id: str, status: str = "completed") -> dict[str, Any]:
     deadline = time.monotonic() + HANG
     while time.monotonic() < deadline:
         messages = client.get(f"/api/chats/{chat_id}").json()["messages"]
@@ -239,5 +239,5 @@ def test_chat_api_errors(running: Running) -> None:
 
 
 def test_info_lists_models(running: Running) -> None:
-    info = httpx.get(running.base_url + "/api/info")
+    info = httpx2.get(running.base_url + "/api/info")
     assert info.status_code == 200 and "fake-responses" in info.json()["models"]

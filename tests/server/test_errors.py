@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import httpx
+import httpx2
 import pytest
 from fastapi import FastAPI
 
@@ -16,9 +16,9 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-def client() -> httpx.AsyncClient:
-    transport = httpx.ASGITransport(app=app(), raise_app_exceptions=False)
-    return httpx.AsyncClient(transport=transport, base_url="http://test")
+def client() -> httpx2.AsyncClient:
+    transport = httpx2.ASGITransport(app=app(), raise_app_exceptions=False)
+    return httpx2.AsyncClient(transport=transport, base_url="http://test")
 
 
 def app() -> FastAPI:

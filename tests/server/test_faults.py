@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
+import httpx2
 import openai
 import orjson
 import pytest
@@ -66,7 +66,7 @@ def story(**pacing: Any) -> SSEReply:
     return SSEReply(chat_chunks(text=["Once ", "upon ", "a ", "time."]), **pacing)
 
 
-def sse_payloads(response: httpx.Response) -> list[Any]:
+def sse_payloads(response: httpx2.Response) -> list[Any]:
     """Every `data:` payload of a streamed reply in order, `[DONE]` kept as the string."""
     assert response.headers["content-type"].startswith("text/event-stream")
     out: list[Any] = []
@@ -86,7 +86,7 @@ def streamed_text(payloads: list[Any]) -> str:
     )
 
 
-def assert_still_serving(running: Running, client: httpx.Client) -> None:
+def assert_still_serving(running: Running, client: httpx2.Client) -> None:
     """The very next request, streamed and not, is answered normally."""
     running.upstream.route(CHAT, SSEReply(chat_chunks(text=["All ", "good."])))
     plain = client.post(CHAT, json={"model": "fake", "messages": ASK})

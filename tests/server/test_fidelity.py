@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
+import httpx2
 import orjson
 import pytest
 
@@ -77,7 +77,7 @@ MAP_HTML = "<div id='map'>Berlin</div>"
 INLINE_HTML = {"Content-Type": "text/html", "Content-Disposition": "inline"}
 
 
-def answering(client: httpx.Client, chat_id: str, answer: dict[str, Any]) -> list[dict[str, Any]]:
+def answering(client: httpx2.Client, chat_id: str, answer: dict[str, Any]) -> list[dict[str, Any]]:
     """Read the chat's events to the end; answer each `execute:tool` with `answer` (plus its id)."""
     seen: list[dict[str, Any]] = []
     decoder = SSEDecoder()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import httpx
+import httpx2
 import openai
 import orjson
 import pytest
@@ -237,7 +237,7 @@ def test_missing_and_bad_keys_are_401(running: Running) -> None:
     with pytest.raises(openai.AuthenticationError) as info:
         sdk(running, key="tr-nope").models.list()
     assert info.value.status_code == 401
-    with httpx.Client(base_url=running.base_url) as raw:
+    with httpx2.Client(base_url=running.base_url) as raw:
         response = raw.get("/v1/models")
     assert response.status_code == 401
     assert response.json()["error"]["code"] == "missing_api_key"

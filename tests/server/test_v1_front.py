@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
+import httpx2
 import pytest
 from fastapi import FastAPI, Request
 
@@ -105,7 +105,7 @@ def test_invalid_requests_are_answered_before_the_router_too(
 def test_errors_of_the_fast_path_keep_their_shape(counted: tuple[Running, list[str]]) -> None:
     """Auth and the handler's own errors are answered here, as FastAPI's handler would."""
     running, reached = counted
-    with httpx.Client(base_url=running.base_url, timeout=10) as anonymous:
+    with httpx2.Client(base_url=running.base_url, timeout=10) as anonymous:
         missing = anonymous.post(CHAT, json=_chat(stream=True))
     assert missing.status_code == 401
     assert missing.headers["www-authenticate"] == "Bearer"

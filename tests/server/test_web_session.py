@@ -2,21 +2,21 @@
 
 from __future__ import annotations
 
-import httpx
+import httpx2
 
 from tests.server.conftest import ADMIN_KEY, Running
 from toolrelay.server.session import COOKIE, csrf_token, issue, verify
 
 
-def _signed_in(running: Running) -> tuple[httpx.Client, str]:
-    client = httpx.Client(base_url=running.base_url, timeout=10)
+def _signed_in(running: Running) -> tuple[httpx2.Client, str]:
+    client = httpx2.Client(base_url=running.base_url, timeout=10)
     answer = client.post("/api/session", json={"key": ADMIN_KEY})
     assert answer.status_code == 200, answer.text
     return client, str(answer.json()["csrf"])
 
 
 def test_sign_in_sets_an_httponly_strict_cookie_without_the_key(running: Running) -> None:
-    with httpx.Client(base_url=running.base_url) as client:
+    with httpx2.Client(base_url=running.base_url) as client:
         answer = client.post("/api/session", json={"key": ADMIN_KEY})
         header = answer.headers["set-cookie"]
         assert "httponly" in header.lower() and "samesite=strict" in header.lower()
@@ -28,7 +28,7 @@ def test_sign_in_sets_an_httponly_strict_cookie_without_the_key(running: Running
 
 
 def test_a_wrong_key_gets_no_cookie(running: Running) -> None:
-    with httpx.Client(base_url=running.base_url) as client:
+    with httpx2.Client(base_url=running.base_url) as client:
         answer = client.post("/api/session", json={"key": "tr-not-a-key"})
         assert answer.status_code == 401 and "set-cookie" not in answer.headers
         assert client.get("/api/session").status_code == 401
@@ -52,7 +52,7 @@ def test_revoking_the_key_ends_its_sessions_and_sign_out_forgets_the_cookie(
 ) -> None:
     with running.client() as admin:
         made = admin.post("/api/admin/keys", json={"user": "ann"}).json()
-    with httpx.Client(base_url=running.base_url) as client:
+    with httpx2.Client(base_url=running.base_url) as client:
         assert client.post("/api/session", json={"key": made["key"]}).status_code == 200
         assert client.get("/api/session").json()["user"]["name"] == "ann"
         with running.client() as admin:
@@ -79,7 +79,7 @@ def test_session_tokens_are_signed_and_expire() -> None:
 
 
 def test_the_page_is_served_with_a_strict_csp(running: Running) -> None:
-    page = httpx.get(running.base_url + "/")
+    page = httpx2.get(running.base_url + "/")
     assert page.status_code == 200 and '<script type="module" src="/static/app.js">' in page.text
     csp = page.headers["content-security-policy"]
     assert (
@@ -87,12 +87,12 @@ def test_the_page_is_served_with_a_strict_csp(running: Running) -> None:
         and "unsafe-inline" not in csp.split("script-src")[1].split(";")[0]
     )
     assert "frame-ancestors 'none'" in csp
-    script = httpx.get(running.base_url + "/static/app.js")
+    script = httpx2.get(running.base_url + "/static/app.js")
     assert script.status_code == 200 and script.headers["content-type"].startswith(
         "text/javascript"
     )
     for bad in ("/static/..%2Fsession.py", "/static/__init__.py", "/static/nope.js"):
-        assert httpx.get(running.base_url + bad).status_code == 404
+        assert httpx2.get(running.base_url + bad).status_code == 404
 
 
 def test_the_vendored_libraries_match_their_pins() -> None:

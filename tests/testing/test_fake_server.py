@@ -1,4 +1,4 @@
-"""FakeModelServer over real sockets (httpx and the openai SDK), and the wire builders."""
+"""FakeModelServer over real sockets (httpx2 and the openai SDK), and the wire builders."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import time
 from collections.abc import Iterator
 from typing import Any, cast
 
-import httpx
+import httpx2
 import openai
 import orjson
 import pytest
@@ -31,7 +31,7 @@ from toolrelay.testing import (
     wire,
 )
 
-TIMEOUT = httpx.Timeout(5.0)
+TIMEOUT = httpx2.Timeout(5.0)
 USAGE = {"prompt_tokens": 5, "completion_tokens": 7, "total_tokens": 12}
 RESPONSES_USAGE = {
     "input_tokens": 5,
@@ -49,8 +49,8 @@ def server() -> Iterator[FakeModelServer]:
 
 
 @pytest.fixture
-def client(server: FakeModelServer) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=server.base_url, timeout=TIMEOUT) as c:
+def client(server: FakeModelServer) -> Iterator[httpx2.Client]:
+    with httpx2.Client(base_url=server.base_url, timeout=TIMEOUT) as c:
         yield c
 
 
@@ -64,7 +64,7 @@ def sdk(server: FakeModelServer) -> openai.OpenAI:
 
 
 def test_script_serves_replies_in_order_on_any_path(
-    server: FakeModelServer, client: httpx.Client
+    server: FakeModelServer, client: httpx2.Client
 ) -> None:
     server.script(JSONReply({"n": 1}), JSONReply({"n": 2}), JSONReply({"n": 3}))
     got = [client.post(path, json={}).json() for path in ("/a", "/v1/b", "/a")]
@@ -72,7 +72,7 @@ def test_script_serves_replies_in_order_on_any_path(
 
 
 def test_route_queues_win_then_fall_back_to_script(
-    server: FakeModelServer, client: httpx.Client
+    server: FakeModelServer, client: httpx2.Client
 ) -> None:
     server.script(JSONReply({"from": "script"}))
     server.route("/api/chat", JSONReply({"from": "route"}))
@@ -80,7 +80,7 @@ def test_route_queues_win_then_fall_back_to_script(
     assert client.post("/api/chat").json() == {"from": "script"}
 
 
-def test_route_ignores_query_string(server: FakeModelServer, client: httpx.Client) -> None:
+def test_route_ignores_query_string(server: FakeModelServer, client: httpx2.Client) -> None:
     server.route("/v1/responses", JSONReply({"ok": True}))
     resp = client.get("/v1/responses?stream=true")
     assert resp.json() == {"ok": True}
@@ -88,7 +88,7 @@ def test_route_ignores_query_string(server: FakeModelServer, client: httpx.Clien
 
 
 def test_empty_queue_answers_500_with_clear_error(
-    server: FakeModelServer, client: httpx.Client
+    server: FakeModelServer, client: httpx2.Client
 ) -> None:
     resp = client.post("/v1/chat/completions", json={})
     assert resp.status_code == 500
@@ -103,7 +103,7 @@ def test_empty_queue_answers_500_with_clear_error(
 
 
 def test_default_is_served_whenever_queues_are_empty(
-    server: FakeModelServer, client: httpx.Client
+    server: FakeModelServer, client: httpx2.Client
 ) -> None:
     server.set_default(JSONReply({"d": True}))
     server.script(JSONReply({"s": True}))
@@ -112,7 +112,7 @@ def test_default_is_served_whenever_queues_are_empty(
     assert client.get("/x").status_code == 500
 
 
-def test_reset_forgets_replies_and_requests(server: FakeModelServer, client: httpx.Client) -> None:
+def test_reset_forgets_replies_and_requests(server: FakeModelServer, client: httpx2.Client) -> None:
     server.script(JSONReply({"n": 1}))
     server.route("/r", JSONReply({"n": 2}))
     server.set_default(JSONReply({"n": 3}))
@@ -123,7 +123,7 @@ def test_reset_forgets_replies_and_requests(server: FakeModelServer, client: htt
 
 
 def test_requests_are_recorded_with_lowercase_headers_and_json(
-    server: FakeModelServer, client: httpx.Client
+    server: FakeModelServer, client: httpx2.Client
 ) -> None:
     server.set_default(JSONReply({}))
     client.post("/v1/chat/completions", json={"model": "m", "stream": True}, headers={"X-Tag": "t"})
@@ -139,7 +139,7 @@ def test_requests_are_recorded_with_lowercase_headers_and_json(
 
 
 def test_callable_reply_answers_from_the_request(
-    server: FakeModelServer, client: httpx.Client
+    server: FakeModelServer, client: httpx2.Client
 ) -> None:
     def echo(req: RecordedRequest) -> Reply:
         return JSONReply({"echo": req.json["say"], "path": req.path})
@@ -149,13 +149,13 @@ def test_callable_reply_answers_from_the_request(
     assert client.post("/q", json={"say": "yo"}).json() == {"echo": "yo", "path": "/q"}
 
 
-def test_callable_may_return_a_callable(server: FakeModelServer, client: httpx.Client) -> None:
+def test_callable_may_return_a_callable(server: FakeModelServer, client: httpx2.Client) -> None:
     server.script(lambda req: lambda req2: JSONReply({"nested": req2.path}))
     assert client.get("/n").json() == {"nested": "/n"}
 
 
 def test_callable_that_raises_gets_500_not_a_hang(
-    server: FakeModelServer, client: httpx.Client, caplog: pytest.LogCaptureFixture
+    server: FakeModelServer, client: httpx2.Client, caplog: pytest.LogCaptureFixture
 ) -> None:
     def broken(req: RecordedRequest) -> Reply:
         raise KeyError("model")
@@ -170,7 +170,7 @@ def test_callable_that_raises_gets_500_not_a_hang(
 
 
 def test_sse_body_is_exactly_the_rendered_bytes(
-    server: FakeModelServer, client: httpx.Client
+    server: FakeModelServer, client: httpx2.Client
 ) -> None:
     chunks = wire.chat_chunks(text=["Hel", "lo"], usage=USAGE)
     server.script(SSEReply(chunks))
@@ -183,7 +183,7 @@ def test_sse_body_is_exactly_the_rendered_bytes(
 
 
 def test_sse_raw_events_pass_through_verbatim(
-    server: FakeModelServer, client: httpx.Client
+    server: FakeModelServer, client: httpx2.Client
 ) -> None:
     events: list[Any] = [
         ": keep-alive\n\n",
@@ -199,7 +199,7 @@ def test_sse_raw_events_pass_through_verbatim(
 
 
 def test_sse_events_arrive_as_separate_chunks(
-    server: FakeModelServer, client: httpx.Client
+    server: FakeModelServer, client: httpx2.Client
 ) -> None:
     server.script(SSEReply([{"i": 0}, {"i": 1}], delay=0.05))
     with client.stream("GET", "/s") as resp:
@@ -207,14 +207,14 @@ def test_sse_events_arrive_as_separate_chunks(
     assert pieces == [b'data: {"i":0}\n\n', b'data: {"i":1}\n\n', b"data: [DONE]\n\n"]
 
 
-def test_sse_delay_paces_events(server: FakeModelServer, client: httpx.Client) -> None:
+def test_sse_delay_paces_events(server: FakeModelServer, client: httpx2.Client) -> None:
     server.script(SSEReply([{"i": 0}, {"i": 1}, {"i": 2}], done=False, delay=0.15))
     start = time.monotonic()
     client.get("/s")
     assert time.monotonic() - start >= 0.3
 
 
-def test_ndjson_body_and_content_type(server: FakeModelServer, client: httpx.Client) -> None:
+def test_ndjson_body_and_content_type(server: FakeModelServer, client: httpx2.Client) -> None:
     lines = wire.ollama_lines(text=["Hi", "!"])
     server.route("/api/chat", NDJSONReply([*lines, b'{"partial": tr']))
     resp = client.post("/api/chat", json={})
@@ -223,7 +223,7 @@ def test_ndjson_body_and_content_type(server: FakeModelServer, client: httpx.Cli
 
 
 def test_json_reply_str_body_is_sent_verbatim(
-    server: FakeModelServer, client: httpx.Client
+    server: FakeModelServer, client: httpx2.Client
 ) -> None:
     server.script(JSONReply('{"broken": ', status=502, headers={"X-Upstream": "1"}))
     resp = client.get("/j")
@@ -233,7 +233,7 @@ def test_json_reply_str_body_is_sent_verbatim(
     assert resp.headers["content-length"] == "11"
 
 
-def test_raw_429_with_retry_after(server: FakeModelServer, client: httpx.Client) -> None:
+def test_raw_429_with_retry_after(server: FakeModelServer, client: httpx2.Client) -> None:
     body = b'{"error": {"message": "slow down", "type": "rate_limit"}}'
     server.script(RawReply(429, body, {"Retry-After": "2", "Content-Type": "application/json"}))
     resp = client.post("/v1/chat/completions", json={})
@@ -250,7 +250,7 @@ def test_raw_html_500_reaches_the_openai_sdk_as_an_error(server: FakeModelServer
 
 
 def test_body_reply_in_one_piece_has_content_length(
-    server: FakeModelServer, client: httpx.Client
+    server: FakeModelServer, client: httpx2.Client
 ) -> None:
     body = wire.render_sse(wire.chat_chunks(text="x" * 1000))
     server.script(BodyReply(body))
@@ -260,7 +260,7 @@ def test_body_reply_in_one_piece_has_content_length(
 
 
 def test_body_reply_in_chunks_keeps_the_bytes(
-    server: FakeModelServer, client: httpx.Client
+    server: FakeModelServer, client: httpx2.Client
 ) -> None:
     body = bytes(range(256)) * 4
     server.script(BodyReply(body, "application/octet-stream", chunk_size=100))
@@ -277,10 +277,10 @@ def test_body_reply_in_chunks_keeps_the_bytes(
 def test_stall_makes_the_client_read_timeout_fire(server: FakeModelServer) -> None:
     server.script(SSEReply([{"i": 0}, {"i": 1}], stall_after=1, stall_for=3600))
     got: list[bytes] = []
-    slow = httpx.Timeout(5.0, read=0.3)
+    slow = httpx2.Timeout(5.0, read=0.3)
     with (
-        httpx.Client(base_url=server.base_url, timeout=slow) as c,
-        pytest.raises(httpx.ReadTimeout),
+        httpx2.Client(base_url=server.base_url, timeout=slow) as c,
+        pytest.raises(httpx2.ReadTimeout),
         c.stream("GET", "/s") as resp,
     ):
         for piece in resp.iter_raw():
@@ -290,7 +290,9 @@ def test_stall_makes_the_client_read_timeout_fire(server: FakeModelServer) -> No
     assert server.wait_for_connections(0)
 
 
-def test_stall_for_a_short_while_then_finish(server: FakeModelServer, client: httpx.Client) -> None:
+def test_stall_for_a_short_while_then_finish(
+    server: FakeModelServer, client: httpx2.Client
+) -> None:
     server.script(SSEReply([{"i": 0}], stall_after=0, stall_for=0.3))
     start = time.monotonic()
     assert client.get("/s").content == b'data: {"i":0}\n\ndata: [DONE]\n\n'
@@ -305,9 +307,9 @@ def test_a_hold_keeps_the_rest_of_the_stream_until_the_test_releases_it(
         SSEReply([{"i": 0}, {"i": 1}], holds={1: held}),
         SSEReply([{"i": 0}, {"i": 1}], holds={1: release}),
     )
-    slow = httpx.Timeout(5.0, read=0.3)
-    with httpx.Client(base_url=server.base_url, timeout=slow) as c:
-        with pytest.raises(httpx.ReadTimeout), c.stream("GET", "/s") as resp:
+    slow = httpx2.Timeout(5.0, read=0.3)
+    with httpx2.Client(base_url=server.base_url, timeout=slow) as c:
+        with pytest.raises(httpx2.ReadTimeout), c.stream("GET", "/s") as resp:
             pieces = resp.iter_raw()
             assert next(pieces) == b'data: {"i":0}\n\n'
             next(pieces)  # never set: the rest never comes
@@ -320,12 +322,12 @@ def test_a_hold_keeps_the_rest_of_the_stream_until_the_test_releases_it(
 
 
 def test_drop_mid_body_is_a_protocol_error_for_the_client(
-    server: FakeModelServer, client: httpx.Client
+    server: FakeModelServer, client: httpx2.Client
 ) -> None:
     server.script(SSEReply([{"i": 0}, {"i": 1}, {"i": 2}], drop_after=2))
     got: list[bytes] = []
     with (
-        pytest.raises((httpx.RemoteProtocolError, httpx.ReadError)),
+        pytest.raises((httpx2.RemoteProtocolError, httpx2.ReadError)),
         client.stream("GET", "/s") as resp,
     ):
         assert resp.status_code == 200
@@ -335,21 +337,21 @@ def test_drop_mid_body_is_a_protocol_error_for_the_client(
     assert server.wait_for_connections(0)
 
 
-def test_drop_ndjson_before_any_line(server: FakeModelServer, client: httpx.Client) -> None:
+def test_drop_ndjson_before_any_line(server: FakeModelServer, client: httpx2.Client) -> None:
     server.script(NDJSONReply([{"a": 1}], drop_after=0))
-    with pytest.raises((httpx.RemoteProtocolError, httpx.ReadError)):
+    with pytest.raises((httpx2.RemoteProtocolError, httpx2.ReadError)):
         client.get("/n")
 
 
 def test_ttfb_delay_delays_the_status_line(server: FakeModelServer) -> None:
     server.script(JSONReply({"late": True}, ttfb_delay=3600), SSEReply([], ttfb_delay=0.3))
-    slow = httpx.Timeout(5.0, read=0.2)
+    slow = httpx2.Timeout(5.0, read=0.2)
     with (
-        httpx.Client(base_url=server.base_url, timeout=slow) as c,
-        pytest.raises(httpx.ReadTimeout),
+        httpx2.Client(base_url=server.base_url, timeout=slow) as c,
+        pytest.raises(httpx2.ReadTimeout),
     ):
         c.get("/slow")
-    with httpx.Client(base_url=server.base_url, timeout=TIMEOUT) as c:
+    with httpx2.Client(base_url=server.base_url, timeout=TIMEOUT) as c:
         start = time.monotonic()
         assert c.get("/slow").content == b"data: [DONE]\n\n"
         assert time.monotonic() - start >= 0.3
@@ -361,7 +363,7 @@ def test_ttfb_delay_delays_the_status_line(server: FakeModelServer) -> None:
 def test_open_connections_returns_to_zero_after_client_closes(server: FakeModelServer) -> None:
     server.set_default(JSONReply({}))
     assert server.open_connections == 0
-    with httpx.Client(base_url=server.base_url, timeout=TIMEOUT) as c:
+    with httpx2.Client(base_url=server.base_url, timeout=TIMEOUT) as c:
         c.get("/1")
         c.get("/2")  # keep-alive: same connection
         assert server.open_connections == 1
@@ -371,7 +373,7 @@ def test_open_connections_returns_to_zero_after_client_closes(server: FakeModelS
 
 def test_connection_close_request_closes_the_connection(server: FakeModelServer) -> None:
     server.set_default(JSONReply({"ok": 1}))
-    with httpx.Client(base_url=server.base_url, timeout=TIMEOUT) as c:
+    with httpx2.Client(base_url=server.base_url, timeout=TIMEOUT) as c:
         resp = c.get("/1", headers={"connection": "close"})
         assert resp.json() == {"ok": 1}
         assert server.wait_for_connections(0)
@@ -388,7 +390,7 @@ def test_stop_leaves_no_thread_and_refuses_connections() -> None:
     assert all(not (t.name == "fake-model-server" and t.is_alive()) for t in threading.enumerate())
     with pytest.raises(RuntimeError, match="not started"):
         _ = srv.base_url
-    with httpx.Client(timeout=TIMEOUT) as c, pytest.raises(httpx.ConnectError):
+    with httpx2.Client(timeout=TIMEOUT) as c, pytest.raises(httpx2.ConnectError):
         c.get(url)
 
 
@@ -400,9 +402,9 @@ def test_stop_during_a_stall_ends_the_client_read_promptly() -> None:
 
     def read() -> None:
         try:
-            with httpx.Client(base_url=srv.base_url, timeout=TIMEOUT) as c:
+            with httpx2.Client(base_url=srv.base_url, timeout=TIMEOUT) as c:
                 c.get("/s")
-        except httpx.HTTPError as exc:
+        except httpx2.HTTPError as exc:
             errors.append(exc)
 
     reader = threading.Thread(target=read)
@@ -414,7 +416,7 @@ def test_stop_during_a_stall_ends_the_client_read_promptly() -> None:
     reader.join(timeout=30)  # the stall lasts an hour: only the stop can end the read
     assert not reader.is_alive()
     assert len(errors) == 1
-    assert isinstance(errors[0], httpx.RemoteProtocolError | httpx.ReadError)
+    assert isinstance(errors[0], httpx2.RemoteProtocolError | httpx2.ReadError)
 
 
 def test_start_twice_is_an_error(server: FakeModelServer) -> None:
@@ -436,7 +438,7 @@ def test_base_url_has_host_and_bound_port(server: FakeModelServer) -> None:
 async def test_works_from_an_async_test(server: FakeModelServer) -> None:
     chunks = wire.chat_chunks(text="async")
     server.script(SSEReply(chunks))
-    async with httpx.AsyncClient(base_url=server.base_url, timeout=TIMEOUT) as c:
+    async with httpx2.AsyncClient(base_url=server.base_url, timeout=TIMEOUT) as c:
         resp = await c.post("/v1/chat/completions", json={})
     assert resp.content == wire.render_sse(chunks)
 

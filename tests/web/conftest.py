@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
+import httpx2
 import pytest
 from benchmarks.harness import ServerProcess
 from playwright.sync_api import (
@@ -72,9 +72,9 @@ class Web:
         """A browser of its own (a fresh renderer: nothing left from earlier tests)."""
         return self.playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
 
-    def api(self) -> httpx.Client:
+    def api(self) -> httpx2.Client:
         headers = {"Authorization": f"Bearer {ADMIN_KEY}"}
-        return httpx.Client(base_url=self.direct, headers=headers, timeout=30)
+        return httpx2.Client(base_url=self.direct, headers=headers, timeout=30)
 
     def context(self, browser: Browser | None = None, **options: Any) -> BrowserContext:
         context = (browser or self.browser).new_context(base_url=self.url, **options)

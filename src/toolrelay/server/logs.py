@@ -4,7 +4,7 @@ Owns the root handler `toolrelay serve` installs (`configure_logging`), the
 request id every line of a request carries (`REQUEST_ID`, set by
 `RequestIds`), and masking: whatever the formatter writes goes through
 `Redactor`, so an API key, bearer token or a URL's password never reaches
-the log, whoever logged it (toolrelay, uvicorn, httpx). Structured fields go
+the log, whoever logged it (toolrelay, uvicorn, httpx2). Structured fields go
 in `extra={"fields": {...}}`: JSON puts them at the top level, pretty writes
 `key=value`.
 """
@@ -154,7 +154,7 @@ def configure_logging(
     secrets: Iterable[str | None] = (),
     stream: TextIO | None = None,
 ) -> Redactor:
-    """Route every logger (toolrelay's, uvicorn's, httpx's) through one masked handler.
+    """Route every logger (toolrelay's, uvicorn's, httpx2's) through one masked handler.
 
     Replaces the handlers a previous call installed, so it can be called again
     (tests, a reload); returns the `Redactor`, to add secrets known later.
@@ -172,9 +172,9 @@ def configure_logging(
         logger = logging.getLogger(name)
         logger.handlers.clear()  # ours, through the root
         logger.propagate = True
-    # httpx says INFO for every upstream request; the turn line says it once per turn
+    # httpx2 (the MCP SDK's client) says INFO for every request; a tool call is logged once
     quiet_http = logging.DEBUG if root.level <= logging.DEBUG else logging.WARNING
-    for name in ("httpx", "httpcore"):
+    for name in ("httpx2", "httpcore2"):
         logging.getLogger(name).setLevel(quiet_http)
     return redact
 

@@ -5,7 +5,7 @@ serves scripted replies in the real wire formats (SSE, NDJSON, JSON) and can
 misbehave on purpose at the byte level: delay the first byte, stall mid-body
 with the connection open, or abort the TCP connection mid-body. It runs its
 own event loop in a background thread so that sync tests, async tests on any
-loop and benchmarks can all point real clients (httpx, the `openai` SDK) at
+loop and benchmarks can all point real clients (aiohttp, httpx2, the `openai` SDK) at
 `base_url`.
 
 Invariants:

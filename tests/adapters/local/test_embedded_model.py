@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
+import httpx2
 import orjson
 import pytest
 from benchmarks.harness import ADMIN_KEY as HARNESS_KEY
@@ -106,16 +106,16 @@ async def test_plain_chat_streams_through_the_loop(embedded: Embedded) -> None:
 def test_the_private_server_wants_its_key(embedded: Embedded) -> None:
     url = embedded.model.server.base_url + "/models"
     assert url.startswith("http://127.0.0.1:")
-    assert httpx.get(url, timeout=10).status_code == 401
+    assert httpx2.get(url, timeout=10).status_code == 401
     key = embedded.model.server.api_key
-    assert httpx.get(url, headers={"Authorization": f"Bearer {key}"}).status_code == 200
+    assert httpx2.get(url, headers={"Authorization": f"Bearer {key}"}).status_code == 200
     assert os.environ[KEY_ENV] == key  # what the route (and worker processes) read
 
 
 def test_chat_completions_through_the_server(embedded: Embedded) -> None:
     with (
         ServerThread(embedded.settings) as base_url,
-        httpx.Client(
+        httpx2.Client(
             base_url=base_url, headers={"Authorization": f"Bearer {ADMIN_KEY}"}, timeout=60
         ) as client,
     ):

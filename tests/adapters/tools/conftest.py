@@ -11,7 +11,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
+import httpx2
 import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -63,9 +63,9 @@ class HttpServer:
         )  # a generous bound for a loaded machine, not a timing check
         while time.monotonic() < deadline:
             try:
-                httpx.get(f"http://127.0.0.1:{self.port}/", timeout=1.0)
+                httpx2.get(f"http://127.0.0.1:{self.port}/", timeout=1.0)
                 return
-            except httpx.TransportError:
+            except httpx2.TransportError:
                 if self.proc.poll() is not None:
                     raise RuntimeError("the test MCP server exited") from None
                 time.sleep(0.05)

@@ -118,10 +118,10 @@ def test_api_tools_lists_every_tool_with_source_and_status(
         }  # model_copy runs no validator: the url would stay the home directory's database
     )
     with ServerThread(settings) as base_url:
-        import httpx
+        import httpx2
 
         headers = {"Authorization": f"Bearer {ADMIN_KEY}"}
-        with httpx.Client(base_url=base_url, headers=headers, timeout=120) as client:
+        with httpx2.Client(base_url=base_url, headers=headers, timeout=120) as client:
             assert (
                 client.get("/api/tools", headers={"Authorization": "Bearer nope"}).status_code
                 == 401

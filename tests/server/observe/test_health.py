@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
+import httpx2
 import pytest
 
 from tests.reliability.conftest import database
@@ -16,8 +16,8 @@ from toolrelay.testing.fake_server import FakeModelServer
 
 def test_healthz_and_readyz_answer_without_a_key(tmp_path: Path) -> None:
     with FakeModelServer() as fake, ServerThread(make_settings(tmp_path, fake)) as url:
-        live = httpx.get(url + "/healthz", timeout=10)
-        ready = httpx.get(url + "/readyz", timeout=10)
+        live = httpx2.get(url + "/healthz", timeout=10)
+        ready = httpx2.get(url + "/readyz", timeout=10)
     assert (live.status_code, live.json()) == (200, {"status": "ok"})
     assert ready.status_code == 200
     assert ready.json() == {"status": "ok", "checks": {"store": "ok", "bus": "ok"}}
@@ -35,10 +35,10 @@ def test_readyz_is_503_when_redis_goes_away(tmp_path: Path, redis_proxy: TcpProx
     with FakeModelServer() as fake:
         settings = make_settings(tmp_path, fake, events_url=events)
         with ServerThread(settings) as url:
-            before = httpx.get(url + "/readyz", timeout=10)
+            before = httpx2.get(url + "/readyz", timeout=10)
             redis_proxy.stop()
-            after = httpx.get(url + "/readyz", timeout=10)
-            live = httpx.get(url + "/healthz", timeout=10)
+            after = httpx2.get(url + "/readyz", timeout=10)
+            live = httpx2.get(url + "/healthz", timeout=10)
     assert before.status_code == 200, before.text
     assert after.status_code == 503
     assert after.json()["status"] == "unavailable"
@@ -57,9 +57,9 @@ def test_readyz_is_503_when_postgres_goes_away(tmp_path: Path) -> None:
         proxied = url.replace("127.0.0.1:5432", f"127.0.0.1:{proxy.port}")
         settings = make_settings(tmp_path, fake, database_url=proxied)
         with ServerThread(settings) as base:
-            before = httpx.get(base + "/readyz", timeout=10)
+            before = httpx2.get(base + "/readyz", timeout=10)
             proxy.stop()
-            after = httpx.get(base + "/readyz", timeout=10)
+            after = httpx2.get(base + "/readyz", timeout=10)
     assert before.status_code == 200, before.text
     assert after.status_code == 503
     assert after.json()["checks"] == {"store": after.json()["checks"]["store"], "bus": "ok"}

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
+import httpx2
 import orjson
 import pytest
 
@@ -93,9 +93,9 @@ headers = {{ "X-Api-Token" = "{self.secrets["header"]}" }}
                 threading.Event().wait(0.05)
         raise RuntimeError("the server did not start")
 
-    def client(self, key: str | None = None) -> httpx.Client:
+    def client(self, key: str | None = None) -> httpx2.Client:
         auth = {"Authorization": f"Bearer {key or self.secrets['admin']}"}
-        return httpx.Client(base_url=self.base_url, headers=auth, timeout=HANG)
+        return httpx2.Client(base_url=self.base_url, headers=auth, timeout=HANG)
 
     def stop(self) -> list[dict[str, Any]]:
         """SIGTERM, wait, and the log as parsed lines (each must be one JSON object)."""
@@ -121,7 +121,7 @@ def served(tmp_path: Path) -> Iterator[Served]:
                 server.process.wait()
 
 
-def _wait_turn(client: httpx.Client, chat_id: str) -> dict[str, Any]:
+def _wait_turn(client: httpx2.Client, chat_id: str) -> dict[str, Any]:
     for _ in range(int(HANG / 0.05)):
         messages = client.get(f"/api/chats/{chat_id}").json()["messages"]
         last: dict[str, Any] = messages[-1]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
+import httpx2
 import orjson
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -30,7 +30,7 @@ def parse(text: str) -> Samples:
     }
 
 
-def scrape(client: httpx.Client) -> Samples:
+def scrape(client: httpx2.Client) -> Samples:
     response = client.get("/metrics")
     assert response.status_code == 200, response.text
     assert response.headers["content-type"].startswith("text/plain")
@@ -111,7 +111,7 @@ def test_active_turns_sse_subscribers_and_bus_lag(running: Running) -> None:
 def test_metrics_need_an_admin_key(running: Running) -> None:
     with running.client() as admin:
         key = admin.post("/api/admin/keys", json={"user": "bob", "name": "k"}).json()["key"]
-        assert httpx.get(running.base_url + "/metrics", timeout=10).status_code == 401
+        assert httpx2.get(running.base_url + "/metrics", timeout=10).status_code == 401
     with running.client(key) as user:
         assert user.get("/metrics").status_code == 403
 
@@ -132,6 +132,6 @@ def test_metrics_port_serves_them_without_a_key(on_own_port: tuple[Running, int]
         body = {"model": "fake", "messages": [{"role": "user", "content": "hi"}]}
         assert client.post(CHAT, json=body).status_code == 200
         assert client.get("/metrics").status_code == 404  # not on the public port
-    own = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10)
+    own = httpx2.get(f"http://127.0.0.1:{port}/metrics", timeout=10)
     assert own.status_code == 200
     assert value(parse(own.text), "toolrelay_turns_total", route="fake", status="completed") == 1

@@ -19,7 +19,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import httpx
+import httpx2
 import orjson
 import pytest
 
@@ -105,7 +105,7 @@ model = "fake-model"
                 headers = {"Authorization": f"Bearer {ADMIN}"}
 
                 def turn(_: int) -> int:  # a connection of its own: either worker may take it
-                    with httpx.Client(timeout=START) as client:
+                    with httpx2.Client(timeout=START) as client:
                         return client.post(
                             url + "/v1/chat/completions", json=body, headers=headers
                         ).status_code
@@ -117,9 +117,9 @@ model = "fake-model"
                         sent += 4
                 assert len(worker_pids(directory)) == 2, "one worker served every turn"
                 scraped = parse(
-                    httpx.get(f"http://127.0.0.1:{metrics_port}/metrics", timeout=START).text
+                    httpx2.get(f"http://127.0.0.1:{metrics_port}/metrics", timeout=START).text
                 )
-                on_main = httpx.get(url + "/metrics", headers=headers, timeout=START)
+                on_main = httpx2.get(url + "/metrics", headers=headers, timeout=START)
             finally:
                 process.send_signal(signal.SIGTERM)
                 process.wait(timeout=START)

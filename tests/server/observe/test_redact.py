@@ -15,7 +15,7 @@ from toolrelay.server.logs import Redactor, configure_logging, fields
 @pytest.fixture(autouse=True)
 def restore_logging() -> Iterator[None]:
     """`configure_logging` changes process-wide loggers: put them back for the next test."""
-    names = ("", "httpx", "httpcore", "uvicorn", "uvicorn.error", "uvicorn.access")
+    names = ("", "httpx2", "httpcore2", "uvicorn", "uvicorn.error", "uvicorn.access")
     loggers = [logging.getLogger(n) for n in names]
     saved = [(lg.level, list(lg.handlers), lg.propagate) for lg in loggers]
     yield
@@ -82,8 +82,8 @@ def test_a_secret_json_would_escape_is_masked_before_encoding() -> None:
     assert (line["msg"], line["header"]) == ("key ***", "***")
 
 
-def test_httpx_request_lines_only_at_debug() -> None:
+def test_httpx2_request_lines_only_at_debug() -> None:
     configure_logging("INFO", "json", stream=io.StringIO())
-    assert not logging.getLogger("httpx").isEnabledFor(logging.INFO)
+    assert not logging.getLogger("httpx2").isEnabledFor(logging.INFO)
     configure_logging("DEBUG", "json", stream=io.StringIO())
-    assert logging.getLogger("httpx").isEnabledFor(logging.DEBUG)
+    assert logging.getLogger("httpx2").isEnabledFor(logging.DEBUG)

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import httpx
+import httpx2
 import pytest
 
 from tests.patience import HANG
@@ -27,7 +27,7 @@ from toolrelay.testing.wire import responses_events
 CHAT = "/v1/chat/completions"
 
 
-def logged(client: httpx.Client, count: int, **params: Any) -> list[dict[str, Any]]:
+def logged(client: httpx2.Client, count: int, **params: Any) -> list[dict[str, Any]]:
     """The request log's chats once it holds `count`, each with its turn saved (the log
     writes in the background, after the answer: chat, messages, then the turn)."""
     deadline = time.monotonic() + HANG
@@ -40,12 +40,12 @@ def logged(client: httpx.Client, count: int, **params: Any) -> list[dict[str, An
         time.sleep(0.02)
 
 
-def _complete(client: httpx.Client, chat_id: str) -> bool:
+def _complete(client: httpx2.Client, chat_id: str) -> bool:
     messages = client.get(f"/api/chats/{chat_id}").json().get("messages") or []
     return bool(messages) and messages[-1]["role"] == "assistant"
 
 
-def ask(client: httpx.Client, text: str) -> httpx.Response:
+def ask(client: httpx2.Client, text: str) -> httpx2.Response:
     body = {"model": "fake", "messages": [{"role": "user", "content": text}]}
     answer = client.post(CHAT, json=body)
     assert answer.status_code == 200, answer.text
@@ -120,7 +120,7 @@ def test_off_saves_nothing(tmp_path: Path) -> None:
     with FakeModelServer() as fake:
         settings = make_settings(tmp_path, fake, log_api_turns=False)
         fake.route(CHAT, text_reply("hi"), text_reply("hi again"))
-        with ServerThread(settings) as url, httpx.Client(base_url=url, timeout=HANG) as client:
+        with ServerThread(settings) as url, httpx2.Client(base_url=url, timeout=HANG) as client:
             client.headers["Authorization"] = f"Bearer {settings.admin_key}"
             ask(client, "one")
             ask(client, "two")
@@ -132,7 +132,7 @@ def test_retention_keeps_the_newest(tmp_path: Path) -> None:
     with FakeModelServer() as fake:
         settings = make_settings(tmp_path, fake, api_turns_max_count=2)
         fake.route(CHAT, *(text_reply(f"answer {i}") for i in range(3)))
-        with ServerThread(settings) as url, httpx.Client(base_url=url, timeout=HANG) as client:
+        with ServerThread(settings) as url, httpx2.Client(base_url=url, timeout=HANG) as client:
             client.headers["Authorization"] = f"Bearer {settings.admin_key}"
             client.post("/api/chats", json={"title": "mine"})
             ask(client, "q0")

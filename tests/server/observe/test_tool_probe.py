@@ -13,7 +13,7 @@ import sys
 import threading
 from pathlib import Path
 
-import httpx
+import httpx2
 import pytest
 
 from tests.adapters.tools.conftest import TEST_SERVER
@@ -51,10 +51,10 @@ def test_start_up_logs_each_tool_server_once_with_its_state(
         settings = make_settings(tmp_path, upstream, tool_servers=servers, tool_probe_s=HANG)
         with ServerThread(settings) as url:
             up = [r for r in caplog.records if r.getMessage().startswith("toolrelay is up")]
-            ready = httpx.get(url + "/readyz", timeout=HANG).json()
+            ready = httpx2.get(url + "/readyz", timeout=HANG).json()
             upstream.script(SSEReply(chat_chunks(text="hi")))  # a turn lists the servers again
             body = {"model": "fake", "messages": [{"role": "user", "content": "hi"}]}
-            turn = httpx.post(
+            turn = httpx2.post(
                 url + "/v1/chat/completions", json=body, headers=HEADERS, timeout=HANG
             )
     assert turn.status_code == 200, turn.text
@@ -109,10 +109,10 @@ def test_a_slow_tool_server_does_not_hold_start_up_and_is_logged_when_it_answers
             settings = make_settings(tmp_path, upstream, tool_servers=[slow], tool_probe_s=0.2)
             with ServerThread(settings) as url:  # up while the server cannot have answered
                 starting = [r.getMessage() for r in server_lines(caplog, "slow")]
-                before = httpx.get(url + "/readyz", timeout=HANG).json()["tool_servers"]
+                before = httpx2.get(url + "/readyz", timeout=HANG).json()["tool_servers"]
                 gate.touch()
                 assert answered.wait(HANG), "the late answer was not logged"
-                after = httpx.get(url + "/readyz", timeout=HANG).json()["tool_servers"]
+                after = httpx2.get(url + "/readyz", timeout=HANG).json()["tool_servers"]
     finally:
         logging.getLogger("toolrelay").removeHandler(seen)
     assert starting == [

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
+import httpx2
 import pytest
 import uvicorn
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -44,7 +44,7 @@ class Traced:
             assert self.thread.is_alive() and time.monotonic() < deadline, "server did not start"
             time.sleep(0.02)
         port = self.server.servers[0].sockets[0].getsockname()[1]
-        self.client = httpx.Client(
+        self.client = httpx2.Client(
             base_url=f"http://127.0.0.1:{port}",
             headers={"Authorization": f"Bearer {ADMIN_KEY}"},
             timeout=HANG,

@@ -22,7 +22,7 @@ def seconds_text(value: float) -> str:
 
 
 def describe(exc: BaseException) -> str:
-    """httpx errors sometimes have an empty str(); the class name still says something."""
+    """Some errors have an empty str(); the class name still says something."""
     return str(exc) or type(exc).__name__
 
 
