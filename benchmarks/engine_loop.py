@@ -1,53 +1,62 @@
-"""CPU per conversation through `Relay.run`, against a hand-written httpx2 + orjson loop.
+"""CPU per conversation through `Relay`, against hand-written loops on httpx2 and aiohttp.
 
-Both talk to the same in-process fake upstream: an httpx2 `MockTransport`
-serving pre-rendered Chat Completions SSE, one event per network read. A
-scenario is (tool rounds, argument chunks per call, text chunks of the final
-answer). The baseline is the least a loop can do: stream, split lines,
-`orjson.loads`, append text and arguments, call the tool, repeat. Target
-(issue 15): Relay ≤ 0.8× the baseline.
+Every contender talks to the same fake upstream, in its own process, over a
+real socket: pre-rendered Chat Completions SSE, one event per chunk, PACE_S
+apart (so a read is an event, as when a model streams). A scenario is (tool
+rounds, argument chunks per call, text chunks of the final answer). The
+hand-written loops are the least a loop can do on each library: stream, split
+lines, `orjson.loads`, append text and arguments, call the tool, repeat.
+Targets (issue 25): `Relay.run` at or below 0.8x the httpx2 loop, in
+instructions; its ratio to the aiohttp loop is reported beside it.
 
 CPU time on a shared machine moves by ±30 % between runs; instruction counts
 do not. `python -m benchmarks.engine_loop --callgrind` runs each contender
 under `valgrind --tool=callgrind` with only the measured conversations
 instrumented (they run inside a ctypes callback, and callgrind collects only
 within `ffi_call`), after warm-up conversations on the same event loop and
-client; `BENCH_BEFORE_SRC=<checkout>/src` adds another tree in the same run.
+client; the upstream is another process, never counted.
+`BENCH_BEFORE_SRC=<checkout>/src` adds another tree in the same run.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import ctypes
 import os
 import re
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import httpx2
 import orjson
 
 from toolrelay import OpenAIChat, Relay, RunLimits, tool
-from toolrelay.adapters.models import HTTPOptions
+from toolrelay.testing.fake_server import FakeModelServer, RecordedRequest, SSEReply
 from toolrelay.testing.wire import ToolCallSpec, chat_chunks, render_sse
 
 SCENARIOS = ((1, 10, 50), (3, 40, 400), (1, 20, 5000), (20, 10, 20))
+KINDS = ("httpx2", "aiohttp", "run", "stream")
+PACE_S = 0.0002
+ROOT = Path(__file__).resolve().parents[1]
+PATH = "/v1/chat/completions"
 
 
 @tool
 async def lookup(q: str, n: int = 0) -> str:
-    """Look something up (async: both loops call it inline, on the event loop)."""
+    """Look something up (async: every loop calls it inline, on the event loop)."""
     return f"result for {q}"
 
 
 def bodies(rounds: int, arg_chunks: int, text_chunks: int) -> list[list[bytes]]:
-    """One pre-rendered body per model call, already cut into per-event reads."""
+    """One pre-rendered body per model call, already cut into events."""
     args = orjson.dumps({"q": "x" * (4 * arg_chunks), "n": 1}).decode()
     out = []
     for r in range(rounds):
@@ -58,47 +67,66 @@ def bodies(rounds: int, arg_chunks: int, text_chunks: int) -> list[list[bytes]]:
     return [[e + b"\n\n" for e in body.split(b"\n\n") if e] for body in out]
 
 
-def transport(replies: list[list[bytes]]) -> httpx2.MockTransport:
-    async def handler(request: httpx2.Request) -> httpx2.Response:
-        sent = orjson.loads(request.content)
-        round_no = sum(1 for m in sent["messages"] if m.get("role") == "tool")
-        pieces = replies[round_no]
+def serve_upstream(scenario: tuple[int, int, int]) -> None:
+    """The upstream process: answers the round the request is at (its tool messages)."""
+    replies = bodies(*scenario)
 
-        async def stream() -> AsyncIterator[bytes]:
-            for piece in pieces:
-                yield piece
+    def answer(request: RecordedRequest) -> SSEReply:
+        round_no = sum(1 for m in request.json["messages"] if m.get("role") == "tool")
+        return SSEReply(replies[round_no], done=False, delay=PACE_S)
 
-        return httpx2.Response(200, headers={"content-type": "text/event-stream"}, content=stream())
+    server = FakeModelServer()
+    server.set_default(answer)
+    server.start()
+    sys.stdout.write(f"{server.port}\n")
+    sys.stdout.flush()
+    while True:  # the parent kills us; keep the request log from growing meanwhile
+        time.sleep(1)
+        server.requests.clear()
 
-    return httpx2.MockTransport(handler)
+
+@contextlib.contextmanager
+def upstream(scenario: tuple[int, int, int]) -> Iterator[str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}
+    command = [sys.executable, "-m", "benchmarks.engine_loop", "--upstream"]
+    command.append(",".join(map(str, scenario)))
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, env=env)
+    try:
+        assert process.stdout is not None
+        yield f"http://127.0.0.1:{int(process.stdout.readline())}"
+    finally:
+        process.terminate()
+        process.wait(15)
 
 
-async def baseline(client: httpx2.AsyncClient) -> str:
-    """A minimal native tool loop: no events, no items, no validation."""
-    messages: list[dict[str, Any]] = [{"role": "user", "content": "go"}]
-    while True:
-        text: list[str] = []
-        calls: dict[int, dict[str, Any]] = {}
-        body = {"model": "m", "messages": messages, "stream": True}
-        async with client.stream("POST", "http://fake/v1/chat/completions", json=body) as response:
-            async for line in response.aiter_lines():
-                if not line.startswith("data: ") or line == "data: [DONE]":
-                    continue
-                delta = orjson.loads(line[6:])["choices"][0]["delta"]
-                if delta.get("content"):
-                    text.append(delta["content"])
-                for tc in delta.get("tool_calls") or ():
-                    call = calls.setdefault(
-                        tc["index"], {"id": tc.get("id"), "name": "", "args": []}
-                    )
-                    fn = tc.get("function") or {}
-                    call["name"] = fn.get("name") or call["name"]
-                    call["args"].append(fn.get("arguments") or "")
-        if not calls:
-            return "".join(text)
-        assistant = {"role": "assistant", "content": "".join(text) or None, "tool_calls": []}
+class Turn:
+    """What a hand-written loop keeps of one model answer: text and calls by index."""
+
+    def __init__(self) -> None:
+        self.text: list[str] = []
+        self.calls: dict[int, dict[str, Any]] = {}
+
+    def line(self, line: bytes) -> None:
+        if not line.startswith(b"data: ") or line == b"data: [DONE]":
+            return
+        delta = orjson.loads(line[6:])["choices"][0]["delta"]
+        if delta.get("content"):
+            self.text.append(delta["content"])
+        for tc in delta.get("tool_calls") or ():
+            call = self.calls.setdefault(tc["index"], {"id": tc.get("id"), "name": "", "args": []})
+            fn = tc.get("function") or {}
+            call["name"] = fn.get("name") or call["name"]
+            call["args"].append(fn.get("arguments") or "")
+
+    async def next_messages(self) -> list[dict[str, Any]]:
+        """The assistant message and the tool results, the tools called inline."""
+        assistant: dict[str, Any] = {
+            "role": "assistant",
+            "content": "".join(self.text) or None,
+            "tool_calls": [],
+        }
         results = []
-        for call in calls.values():
+        for call in self.calls.values():
             arguments = "".join(call["args"])
             assistant["tool_calls"].append(
                 {
@@ -109,69 +137,65 @@ async def baseline(client: httpx2.AsyncClient) -> str:
             )
             content = await lookup.fn(**orjson.loads(arguments))
             results.append({"role": "tool", "tool_call_id": call["id"], "content": content})
-        messages += [assistant, *results]
+        return [assistant, *results]
 
 
-async def base_runs(replies: list[list[bytes]], conversations: int) -> None:
-    async with httpx2.AsyncClient(transport=transport(replies)) as client:
-        for _ in range(conversations):
-            await baseline(client)
+async def httpx2_loop(client: httpx2.AsyncClient, url: str) -> str:
+    """A minimal native tool loop on httpx2: no events, no items, no validation."""
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "go"}]
+    while True:
+        turn = Turn()
+        body = {"model": "m", "messages": messages, "stream": True}
+        async with client.stream("POST", url, json=body) as response:
+            async for line in response.aiter_lines():
+                turn.line(line.encode())
+        if not turn.calls:
+            return "".join(turn.text)
+        messages += await turn.next_messages()
 
 
-async def relay_runs(replies: list[list[bytes]], conversations: int) -> None:
-    model = OpenAIChat(
-        base_url="http://fake", model="m", http=HTTPOptions(transport=transport(replies))
-    )
-    relay = Relay(model, [lookup], limits=RunLimits(max_iterations=64))
-    for _ in range(conversations):
-        result = await relay.run("go")
-        assert result.status == "completed", result.error
-    await relay.aclose()
+async def aiohttp_loop(session: aiohttp.ClientSession, url: str) -> str:
+    """The same loop on aiohttp (its stream reader splits the lines)."""
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "go"}]
+    while True:
+        turn = Turn()
+        body = {"model": "m", "messages": messages, "stream": True}
+        async with session.post(url, data=orjson.dumps(body), headers=JSON) as response:
+            async for line in response.content:
+                turn.line(line.rstrip(b"\r\n"))
+        if not turn.calls:
+            return "".join(turn.text)
+        messages += await turn.next_messages()
 
 
-async def stream_runs(replies: list[list[bytes]], conversations: int) -> None:
-    """The same through `Relay.stream`, every event consumed (what a UI pays)."""
-    model = OpenAIChat(
-        base_url="http://fake", model="m", http=HTTPOptions(transport=transport(replies))
-    )
-    relay = Relay(model, [lookup], limits=RunLimits(max_iterations=64))
-    for _ in range(conversations):
-        async for event in relay.stream("go"):
-            last = event
-        assert last.data.get("status") == "completed"
-    await relay.aclose()
+JSON = {"content-type": "application/json"}
+Conversations = Callable[[int], Coroutine[Any, Any, None]]
 
 
-def cpu_ms(run: Any, replies: list[list[bytes]], conversations: int, repeat: int) -> float:
-    """Best-of-`repeat` process CPU time per conversation, in ms."""
-    best = float("inf")
-    for _ in range(repeat):
-        start = time.process_time()
-        asyncio.run(run(replies, conversations))
-        best = min(best, time.process_time() - start)
-    return best * 1000 / conversations
-
-
-ROOT = Path(__file__).resolve().parents[1]
-KINDS = ("baseline", "run", "stream")
-
-
-async def _loops(
-    kind: str, replies: list[list[bytes]]
-) -> tuple[Callable[[int], Coroutine[Any, Any, None]], Callable[[], Coroutine[Any, Any, None]]]:
+async def loops(
+    kind: str, base: str
+) -> tuple[Conversations, Callable[[], Coroutine[Any, Any, Any]]]:
     """`conversations(n)` on one long-lived client or relay, and its `close()`."""
-    if kind == "baseline":
-        client = httpx2.AsyncClient(transport=transport(replies))
+    url = base + PATH
+    if kind == "httpx2":
+        client = httpx2.AsyncClient(timeout=None)
 
-        async def base(n: int) -> None:
+        async def on_httpx2(n: int) -> None:
             for _ in range(n):
-                await baseline(client)
+                await httpx2_loop(client, url)
 
-        return base, client.aclose
-    model = OpenAIChat(
-        base_url="http://fake", model="m", http=HTTPOptions(transport=transport(replies))
+        return on_httpx2, client.aclose
+    if kind == "aiohttp":
+        session = aiohttp.ClientSession()
+
+        async def on_aiohttp(n: int) -> None:
+            for _ in range(n):
+                await aiohttp_loop(session, url)
+
+        return on_aiohttp, session.close
+    relay = Relay(
+        OpenAIChat(base_url=base, model="m"), [lookup], limits=RunLimits(max_iterations=64)
     )
-    relay = Relay(model, [lookup], limits=RunLimits(max_iterations=64))
 
     async def relayed(n: int) -> None:
         for _ in range(n):
@@ -186,11 +210,10 @@ async def _loops(
     return relayed, relay.aclose
 
 
-def callgrind_child(kind: str, scenario: tuple[int, int, int], measured: int) -> None:
+def callgrind_child(kind: str, base: str, measured: int) -> None:
     """Two warm-up conversations, then `measured` inside `ffi_call` (the instrumented part)."""
-    replies = bodies(*scenario)
     loop = asyncio.new_event_loop()
-    conversations, close = loop.run_until_complete(_loops(kind, replies))
+    conversations, close = loop.run_until_complete(loops(kind, base))
     loop.run_until_complete(conversations(2))
     callback = ctypes.CFUNCTYPE(None)(lambda: loop.run_until_complete(conversations(measured)))
     callback()
@@ -198,7 +221,7 @@ def callgrind_child(kind: str, scenario: tuple[int, int, int], measured: int) ->
     loop.close()
 
 
-def instructions(src: str, kind: str, scenario: tuple[int, int, int], measured: int) -> float:
+def instructions(src: str, kind: str, base: str, measured: int) -> float:
     """Instructions per conversation, counted by callgrind in a fresh process."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, str(ROOT)]), "PYTHONHASHSEED": "0"}
     command = [
@@ -212,7 +235,7 @@ def instructions(src: str, kind: str, scenario: tuple[int, int, int], measured: 
         "benchmarks.engine_loop",
         "--child",
         kind,
-        ",".join(map(str, scenario)),
+        base,
         str(measured),
     ]
     done = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
@@ -224,33 +247,69 @@ def instructions(src: str, kind: str, scenario: tuple[int, int, int], measured: 
 def run_callgrind(
     trees: dict[str, str], scenarios: tuple[tuple[int, int, int], ...], jobs: int
 ) -> None:
+    print("\nengine loop: instructions per conversation (callgrind), over real sockets")
     print(
-        "\nengine loop: instructions per conversation (callgrind), ratio to the hand-written loop"
+        f"{'rounds×args×text':<18}{'tree':<8}{'httpx2':>9}{'aiohttp':>9}"
+        f"{'run/httpx2':>12}{'run/aiohttp':>13}{'stream/httpx2':>15}"
     )
-    print(f"{'rounds×args×text':<18}{'tree':<8}{'baseline':>10}{'run':>8}{'stream':>8}")
-    with ThreadPoolExecutor(jobs) as pool:  # each valgrind is its own process
-        counts = {
-            (scenario, name, kind): pool.submit(
-                instructions,
-                src,
-                kind,
-                scenario,
-                max(1, 4000 // (scenario[0] * scenario[1] + scenario[2])),
-            )
-            for scenario in scenarios
-            for name, src in trees.items()
-            for kind in KINDS
-        }
-        for scenario in scenarios:
+    for scenario in scenarios:
+        measured = max(1, 4000 // (scenario[0] * scenario[1] + scenario[2]))
+        with upstream(scenario) as base, ThreadPoolExecutor(jobs) as pool:
+            counts = {
+                (name, kind): pool.submit(instructions, src, kind, base, measured)
+                for name, src in trees.items()
+                for kind in KINDS
+            }
             label = "×".join(map(str, scenario))
             for name in trees:
-                base, ours, streamed = (counts[scenario, name, k].result() for k in KINDS)
+                hx, aio, ours, streamed = (counts[name, k].result() for k in KINDS)
                 print(
-                    f"{label:<18}{name:<8}{base / 1e6:>9.2f}M"
-                    f"{ours / base:>7.3f}×{streamed / base:>7.3f}×",
+                    f"{label:<18}{name:<8}{hx / 1e6:>8.2f}M{aio / 1e6:>8.2f}M"
+                    f"{ours / hx:>11.3f}×{ours / aio:>12.3f}×{streamed / hx:>14.3f}×",
                     flush=True,
                 )
                 label = ""
+
+
+def cpu_ms(kind: str, base: str, conversations: int) -> float:
+    """Process CPU time per conversation, in ms, on a warm client."""
+
+    async def timed() -> float:
+        run, close = await loops(kind, base)
+        await run(1)  # warm: connection, imports
+        start = time.process_time()
+        await run(conversations)
+        spent = time.process_time() - start
+        await close()
+        return spent
+
+    return asyncio.run(timed()) * 1000 / conversations
+
+
+def run(*, quick: bool = False) -> None:
+    repeat = 3 if quick else 9
+    print(
+        "\nengine loop: CPU ms per conversation over real sockets, Relay against hand-written "
+        "httpx2 and aiohttp loops (best of several)"
+    )
+    print(
+        f"{'rounds×args×text':<18}{'httpx2':>8}{'aiohttp':>9}{'run':>8}{'stream':>8}"
+        f"{'run/httpx2':>12}{'run/aiohttp':>13}"
+    )
+    for scenario in SCENARIOS:
+        conversations = max(1, 2000 // (scenario[0] * scenario[1] + scenario[2]))
+        best = dict.fromkeys(KINDS, float("inf"))
+        with upstream(scenario) as base:
+            for _ in range(repeat):  # interleaved, so machine noise hits all alike
+                for kind in KINDS:
+                    best[kind] = min(best[kind], cpu_ms(kind, base, conversations))
+        hx, aio, ours, streamed = (best[k] for k in KINDS)
+        label = "×".join(map(str, scenario))
+        print(
+            f"{label:<18}{hx:>8.2f}{aio:>9.2f}{ours:>8.2f}{streamed:>8.2f}"
+            f"{ours / hx:>11.2f}×{ours / aio:>12.2f}×",
+            flush=True,
+        )
 
 
 def main() -> None:
@@ -259,11 +318,15 @@ def main() -> None:
     parser.add_argument("--rows", help="scenarios as r×a×t,… (default: all)")
     parser.add_argument("--jobs", type=int, default=2, help="valgrinds at once")
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    parser.add_argument("--upstream", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.upstream:
+        rounds, arg_chunks, text_chunks = (int(x) for x in args.upstream.split(","))
+        serve_upstream((rounds, arg_chunks, text_chunks))
+        return
     if args.child:
-        kind, scenario, measured = args.child
-        rounds, arg_chunks, text_chunks = (int(x) for x in scenario.split(","))
-        callgrind_child(kind, (rounds, arg_chunks, text_chunks), int(measured))
+        kind, base, measured = args.child
+        callgrind_child(kind, base, int(measured))
         return
     scenarios = SCENARIOS
     if args.rows:
@@ -278,25 +341,6 @@ def main() -> None:
     if os.environ.get("BENCH_BEFORE_SRC"):
         trees["before"] = os.environ["BENCH_BEFORE_SRC"]
     run_callgrind(trees, scenarios, args.jobs)
-
-
-def run(*, quick: bool = False) -> None:
-    repeat = 3 if quick else 9
-    print("\nengine loop: CPU ms per conversation, Relay.run vs a hand-written httpx2+orjson loop")
-    print(
-        f"{'rounds×args×text':<18}{'baseline ms':>12}{'run ms':>8}{'ratio':>7}"
-        f"{'stream ms':>11}{'ratio':>7}"
-    )
-    for rounds, arg_chunks, text_chunks in SCENARIOS:
-        replies = bodies(rounds, arg_chunks, text_chunks)
-        conversations = max(1, 2000 // (rounds * arg_chunks + text_chunks))
-        b = o = s = float("inf")
-        for _ in range(repeat):  # interleaved, so machine noise hits all alike
-            b = min(b, cpu_ms(base_runs, replies, conversations, 1))
-            o = min(o, cpu_ms(relay_runs, replies, conversations, 1))
-            s = min(s, cpu_ms(stream_runs, replies, conversations, 1))
-        label = f"{rounds}×{arg_chunks}×{text_chunks}"
-        print(f"{label:<18}{b:>12.3f}{o:>8.3f}{o / b:>6.2f}×{s:>11.3f}{s / b:>6.2f}×")
 
 
 if __name__ == "__main__":

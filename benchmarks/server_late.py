@@ -81,7 +81,7 @@ def run(*, quick: bool = False) -> None:
         f"\nserver, new chats while others stream: {NEW} chats started once N others "
         f"stream ({CHUNKS} chunks {INTERVAL * 1000:.0f} ms apart); median of {rounds} round(s)"
     )
-    print(f"{'N':>5}  {'':<10}{'new TTFT ms':>14}{'flowing':>9}  {'over the proxy:':<16}p50   p99")
+    print(f"{'N':>5}  {'':<10}{'new TTFT ms':>14}{'flowing':>9}  {'over aiohttp:':<16}p50   p99")
     print(f"{'':>5}  {'':<10}{'p50 / p99':>14}{'p50 ms':>9}")
     try:
         if server_load.pinned():
@@ -105,10 +105,10 @@ def _rows(n: int, rounds: int, contenders: list[server_load.Contender]) -> None:
         name: tuple(statistics.median(r[i] for r in runs) for i in range(3))
         for name, runs in found.items()
     }
-    proxy = med["proxy"]
+    proxy = med[server_load.FLOOR]
     for name, (p50, p99, flowing) in med.items():
         line = f"{n if name == 'upstream' else '':>5}  {name:<10}"
         line += f"{f'{p50 * 1000:.0f} / {p99 * 1000:.0f}':>14}{flowing * 1000:>9.0f}"
-        if name not in ("upstream", "proxy"):
+        if name not in ("upstream", server_load.FLOOR):
             line += f"  {'':<16}{p50 / proxy[0]:.2f}  {p99 / proxy[1]:.2f}"
         print(line)

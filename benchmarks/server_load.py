@@ -1,12 +1,16 @@
-"""N concurrent streamed chats: toolrelay against a pass-through proxy and the upstream alone.
+"""N concurrent streamed chats: toolrelay against pass-through proxies and the upstream alone.
 
-Three contenders stream the same answers (CHUNKS text chunks, INTERVAL apart,
+The contenders stream the same answers (CHUNKS text chunks, INTERVAL apart,
 from the fake upstream in its own process), N chats started at once:
 
 - `upstream`: straight from the fake upstream, the time any answer needs;
-- `proxy`: the minimal pass-through proxy (`benchmarks/proxy.py`: a raw ASGI
-  app forwarding the upstream's bytes with one shared httpx2 client), the floor;
-- `toolrelay`: `toolrelay serve` (SQLite, in-process events), the whole loop.
+- `aiohttp`, `httpx2`: the minimal pass-through proxy (`benchmarks/proxy.py`:
+  a raw ASGI app forwarding the upstream's bytes with one shared client of
+  that library); `aiohttp` is the floor the ratios are taken against;
+- `toolrelay`: `toolrelay serve --workers 1` (SQLite, in-process events) with
+  `coalesce_ms = 0`, so every client gets the same 40 chunks as from a proxy;
+- `coalesced`: the same with the default coalescing window (`[limits]
+  coalesce_ms`): fewer, larger writes to each client.
 
 With two or more cores the servers are pinned to CPU 0 and the upstream and
 the load client to CPU 1, so a server's own queueing is what the figures show.
@@ -14,9 +18,10 @@ Reported per N (the median of ROUNDS rounds, the contenders alternating and
 each round starting one later, so drift and the previous wave hit all alike): added time to first token p50 / p99 (the contender's
 TTFT percentile minus the upstream's), TTFB p50 (response head), server CPU
 per chat (from /proc, until the server is idle again: work left for after the
-answers counts too) and content chunks per chat, then toolrelay's figures
-over the proxy's (ratios below 1.00 are better than the floor). `cut` counts
-chats whose text did not arrive whole: it should stay 0.
+answers counts too) and content chunks per chat, then each one's figures
+over the aiohttp proxy's (targets, issue 25: TTFT p50 and p99 at most 1.5x,
+CPU at most 2x). `cut` counts chats whose text did not arrive whole: it
+should stay 0.
 
 `BENCH_WORKERS_ONLY=1` runs only the `--workers 2` rows.
 `BENCH_BEFORE_SRC=/path/to/other/src` adds a `before` contender: another
@@ -60,6 +65,9 @@ EXPECTED = "".join(f"tok{i} " for i in range(CHUNKS))
 REDIS_URL = "redis://127.0.0.1:6379/0"
 ROOT = Path(__file__).resolve().parent.parent
 """This checkout: its `src` and `benchmarks` go first on the children's path."""
+PROXIES = ("aiohttp", "httpx2")
+"""The pass-through proxies (`benchmarks/proxy.py`); the first is the floor."""
+FLOOR = PROXIES[0]
 SERVER_CPUS = {0}
 CLIENT_CPUS = {1}
 
@@ -221,10 +229,12 @@ def servers(workers: int | None = None, bus: str | None = None) -> Iterator[list
     server_cpus = SERVER_CPUS if pin and workers is None else None
     env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLRELAY_")}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), str(ROOT), env.get("PYTHONPATH", "")])
-    up_port, proxy_port = free_port(), free_port()
+    up_port = free_port()
     upstream_cmd = [sys.executable, "-m", "benchmarks.upstream", str(up_port)]
     upstream_cmd += [str(CHUNKS), str(INTERVAL)]
     checkouts = {"toolrelay": str(ROOT / "src")}
+    if workers is None:
+        checkouts["coalesced"] = str(ROOT / "src")
     if os.environ.get("BENCH_BEFORE_SRC") and workers is None:
         checkouts["before"] = os.environ["BENCH_BEFORE_SRC"]
     with tempfile.TemporaryDirectory() as data, contextlib.ExitStack() as stack:
@@ -235,23 +245,24 @@ def servers(workers: int | None = None, bus: str | None = None) -> Iterator[list
             os.sched_setaffinity(upstream.pid, CLIENT_CPUS)
         assert upstream.stdout is not None and upstream.stdout.readline().strip() == b"ready"
         upstream_url = f"http://127.0.0.1:{up_port}"
-        proxy_cmd = [sys.executable, "-m", "benchmarks.proxy", str(proxy_port), upstream_url]
         found = [Contender("upstream", up_port, {}, 0)]
-        found.append(
-            Contender(
-                "proxy", proxy_port, {}, stack.enter_context(spawned(proxy_cmd, env, server_cpus))
-            )
-        )
+        for library in PROXIES:
+            port = free_port()
+            command = [sys.executable, "-m", "benchmarks.proxy", str(port), upstream_url, library]
+            pid = stack.enter_context(spawned(command, env, server_cpus))
+            found.append(Contender(library, port, {}, pid))
         auth = {"authorization": f"Bearer {KEY}"}
         serve = [sys.executable, "-m", "toolrelay.cli.main", "serve"]
         for name, src in checkouts.items():
             port = free_port()
             folder = tempfile.mkdtemp(dir=data)
             server_env = toolrelay_env(env, src, folder, port, upstream_url)
+            if name != "coalesced":  # every chunk as it comes, as a proxy sends them
+                server_env["TOOLRELAY_LIMITS__COALESCE_MS"] = "0"
             if bus is not None:  # several workers share a bus (server/workers.py)
                 server_env["TOOLRELAY_EVENTS_URL"] = bus
             # the default is one worker per core (where a tree has workers): pinned rows want one
-            one = name == "toolrelay" or workers_supported(src)
+            one = name in ("toolrelay", "coalesced") or workers_supported(src)
             count = ["--workers", str(workers or 1)] if one else []
             pid = stack.enter_context(spawned(serve + count, server_env, server_cpus))
             found.append(Contender(name, port, auth, pid))
@@ -272,7 +283,7 @@ def run(*, quick: bool = False) -> None:
     )
     print(
         f"{'N':>12}  {'':<10}{'added TTFT':>14}{'TTFB':>7}{'CPU ms':>8}{'chunks':>8}{'cut':>5}"
-        f"  {'over the proxy:':<16}{'TTFT p50':>9}{'p99':>6}{'CPU':>6}"
+        f"  {'over aiohttp:':<16}{'TTFT p50':>9}{'p99':>6}{'CPU':>6}"
     )
     print(f"{'':>12}  {'':<10}{'p50/p99 ms':>14}{'p50 ms':>7}{'/chat':>8}{'/chat':>8}")
     workers_only = os.environ.get("BENCH_WORKERS_ONLY") == "1"
@@ -305,7 +316,7 @@ def _rows(label: str, n: int, rounds: int, contenders: list[Contender]) -> None:
         for contender in rotated(contenders, turn):
             runs[contender.name].append(_measure_direct(contender, n))
     figures = {name: median_figures(r) for name, r in runs.items()}
-    base, floor = figures["upstream"], figures["proxy"]
+    base, floor = figures["upstream"], figures[FLOOR]
     print(
         f"{label:>12}  {'upstream':<10}{f'({base.p50 * 1000:.0f} / {base.p99 * 1000:.0f})':>14}"
         f"{base.ttfb * 1000:>7.0f}{'':>8}{base.chunks:>8.1f}{base.cut:>5}   (its own TTFT)"
@@ -326,7 +337,7 @@ def _rows(label: str, n: int, rounds: int, contenders: list[Contender]) -> None:
             f"{'':>12}  {name:<10}{f'{a[0]:.0f} / {a[1]:.0f}':>14}{f.ttfb * 1000:>7.0f}"
             f"{f.cpu_ms:>8.1f}{f.chunks:>8.1f}{f.cut:>5}"
         )
-        if name != "proxy":
+        if name != FLOOR:
             line += f"  {'':<16}{ratio(a[0], fa[0]):>9}{ratio(a[1], fa[1]):>6}"
             line += f"{ratio(f.cpu_ms, floor.cpu_ms):>6}"
         if f.split is not None:
@@ -336,7 +347,7 @@ def _rows(label: str, n: int, rounds: int, contenders: list[Contender]) -> None:
 
 def rotated(contenders: list[Contender], turn: int) -> list[Contender]:
     """This round's order: each round starts one contender later, so none always runs right
-    after the same one (whoever ran right after the proxy's wave of 500 was seconds slower in
+    after the same one (whoever ran right after a proxy's wave of 500 was seconds slower in
     the next rounds, whichever tree it was; swapping two trees swapped their figures)."""
     turn %= len(contenders)
     return contenders[turn:] + contenders[:turn]

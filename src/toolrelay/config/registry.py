@@ -24,6 +24,7 @@ from toolrelay.adapters.pipelines import HttpOutlet
 from toolrelay.adapters.tools import load_tools_from_file, load_tools_from_module
 from toolrelay.adapters.user_code import import_user_file, import_user_module
 from toolrelay.config.code import build_code_runner
+from toolrelay.config.route_http import http_options
 from toolrelay.config.settings import ModelRoute, Settings
 from toolrelay.config.sources import is_file_ref
 from toolrelay.config.tool_servers import build_source
@@ -202,6 +203,7 @@ def _api_key(route: ModelRoute, environ: Mapping[str, str]) -> str | None:
 def _client(route: ModelRoute, environ: Mapping[str, str]) -> ModelClient:
     """The client class for the route's API, configured from the route."""
     key = _api_key(route, environ)
+    http = http_options(route.timeouts, route.retries, route.max_response_bytes)
     if route.kind == "openai-responses":
         return OpenAIResponses(
             base_url=route.base_url,
@@ -209,6 +211,7 @@ def _client(route: ModelRoute, environ: Mapping[str, str]) -> ModelClient:
             api_key=key,
             params=route.params,
             stateful=route.stateful,
+            http=http,
         )
     if route.kind == "ollama":
         return Ollama(
@@ -217,6 +220,7 @@ def _client(route: ModelRoute, environ: Mapping[str, str]) -> ModelClient:
             api_key=key,
             params=route.params,
             reasoning_replay=route.reasoning_replay,
+            http=http,
         )
     return OpenAIChat(
         base_url=route.base_url,
@@ -224,6 +228,7 @@ def _client(route: ModelRoute, environ: Mapping[str, str]) -> ModelClient:
         api_key=key,
         params=route.params,
         reasoning_replay=route.reasoning_replay,
+        http=http,
     )
 
 

@@ -35,6 +35,12 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from toolrelay.config.code import CodeInterpreterConfig
 from toolrelay.config.messages import describe
+from toolrelay.config.route_http import (
+    DEFAULT_MAX_RESPONSE_BYTES,
+    RouteRetries,
+    RouteTimeouts,
+    parse_size,
+)
 from toolrelay.config.sources import (
     CONFIG_ENV,
     ENV_PREFIX,
@@ -115,6 +121,13 @@ class ModelRoute(BaseModel):
     """Tokens the model reads (its context window). A longer history is trimmed before
     each model call (oldest tool results, then oldest exchanges; docs/configuration.md)
     instead of failing at the provider. Unset: nothing is trimmed."""
+    timeouts: RouteTimeouts = Field(default_factory=RouteTimeouts)
+    """`{connect, first_byte, idle, total}` in seconds (`config.route_http`)."""
+    retries: RouteRetries = Field(default_factory=RouteRetries)
+    """`{attempts, backoff}`: tries before an answer's first byte."""
+    max_response_bytes: int = Field(default=DEFAULT_MAX_RESPONSE_BYTES, ge=0)
+    """A model answer past this is cut, the turn ending with an error and its partial
+    output kept; bytes or a size like "64 MiB"; 0: no cap."""
 
     @model_validator(mode="before")
     @classmethod
@@ -127,6 +140,11 @@ class ModelRoute(BaseModel):
         if isinstance(data, dict) and "text_tool_calls" not in data:
             data = {**data, "text_tool_calls": data.get("name") == LOCAL_ROUTE}
         return data
+
+    @field_validator("max_response_bytes", mode="before")
+    @classmethod
+    def _size(cls, value: Any) -> Any:
+        return parse_size(value)
 
     @field_validator("base_url")
     @classmethod

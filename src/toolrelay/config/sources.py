@@ -9,7 +9,8 @@ replaces one key of a file's table, not the table):
 3. the config file (`TomlConfigSettingsSource`; relative tool and filter
    files resolve against the file's directory),
 4. fallbacks that apply only when nothing above sets the key: routes from
-   `OPENAI_*` / `OLLAMA_*`, and `CHAT_RESPONSE_MAX_TOOL_CALL_ITERATIONS`,
+   `OPENAI_*` / `OLLAMA_*` (their HTTP options from `*_TIMEOUTS`, `*_RETRIES`,
+   `*_MAX_RESPONSE_BYTES`), and `CHAT_RESPONSE_MAX_TOOL_CALL_ITERATIONS`,
 5. the fields' defaults.
 
 Every source also notes in a shared `Provenance` which keys it set and
@@ -19,11 +20,12 @@ value came from. To add a plain env name, add it to `PLAIN_ENV`.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from pydantic.fields import FieldInfo
 from pydantic_settings import (
@@ -170,6 +172,9 @@ class Fallbacks(_DerivedSource):
             values["models"] = routes
             names = [var for var in ("OPENAI_BASE_URL", "OLLAMA_BASE_URL") if os.environ.get(var)]
             self.provenance.note(FALLBACK, ("models",), " / ".join(names) or "OPENAI_API_KEY")
+            for route in routes:
+                for key, var in route.pop("_from", {}).items():
+                    self.provenance.note(FALLBACK, ("models", key), var)
         cap = os.environ.get(ENV_MAX_ITERATIONS, "").strip()
         if cap:
             values["limits"] = {"max_iterations": cap}
@@ -181,26 +186,54 @@ def _convenience_routes(environ: Mapping[str, str]) -> list[dict[str, Any]]:
     routes: list[dict[str, Any]] = []
     if environ.get("OPENAI_BASE_URL") or environ.get("OPENAI_API_KEY"):
         model = environ.get("OPENAI_MODEL") or DEFAULT_OPENAI_MODEL
-        routes.append(
-            {
-                "name": model,
-                "kind": "openai-chat",
-                "base_url": environ.get("OPENAI_BASE_URL") or DEFAULT_OPENAI_BASE_URL,
-                "model": model,
-                "api_key_env": "OPENAI_API_KEY" if environ.get("OPENAI_API_KEY") else None,
-            }
-        )
+        route = {
+            "name": model,
+            "kind": "openai-chat",
+            "base_url": environ.get("OPENAI_BASE_URL") or DEFAULT_OPENAI_BASE_URL,
+            "model": model,
+            "api_key_env": "OPENAI_API_KEY" if environ.get("OPENAI_API_KEY") else None,
+        }
+        routes.append(_with_http_options(route, "OPENAI_", environ))
     if environ.get("OLLAMA_BASE_URL"):
         model = environ.get("OLLAMA_MODEL") or DEFAULT_OLLAMA_MODEL
-        routes.append(
-            {
-                "name": model,
-                "kind": "ollama",
-                "base_url": environ["OLLAMA_BASE_URL"],
-                "model": model,
-            }
-        )
+        route = {
+            "name": model,
+            "kind": "ollama",
+            "base_url": environ["OLLAMA_BASE_URL"],
+            "model": model,
+        }
+        routes.append(_with_http_options(route, "OLLAMA_", environ))
     return routes
+
+
+ROUTE_HTTP_ENV: Final = {"TIMEOUTS": "timeouts", "RETRIES": "retries"}
+"""`<PREFIX>TIMEOUTS` / `<PREFIX>RETRIES`: a JSON table each (`config.route_http`)."""
+
+
+def _with_http_options(
+    route: dict[str, Any], prefix: str, environ: Mapping[str, str]
+) -> dict[str, Any]:
+    """The route's `timeouts`, `retries` and `max_response_bytes` from `<prefix>*` vars;
+    `_from` notes which var set which key (taken out by `Fallbacks`)."""
+    named: dict[str, str] = {}
+    for suffix, key in ROUTE_HTTP_ENV.items():
+        var = prefix + suffix
+        raw = environ.get(var, "").strip()
+        if not raw:
+            continue
+        try:
+            route[key] = json.loads(raw)
+        except ValueError:
+            raise ConfigError(
+                f'{var}: not valid JSON (a table like {{"first_byte": 600}})'
+            ) from None
+        named[key] = var
+    var = prefix + "MAX_RESPONSE_BYTES"
+    if environ.get(var, "").strip():
+        route["max_response_bytes"] = environ[var].strip()
+        named["max_response_bytes"] = var
+    route["_from"] = named
+    return route
 
 
 def is_file_ref(ref: str) -> bool:
