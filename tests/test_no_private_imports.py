@@ -19,18 +19,6 @@ from tests.private_access import check_source, check_tree, is_private, own_priva
 ROOT: Final = Path(__file__).resolve().parents[1]
 SOURCE: Final = ROOT / "src" / "toolrelay"
 
-ALLOWED_FOR_NOW: Final = {
-    # The model transport is being rebuilt on a maintained library's public API (#25 item 1,
-    # the `http` helper); until then these files reach under httpx. Nothing else may stand
-    # here, and an entry whose file is clean (or gone) fails below until it is removed.
-    "src/toolrelay/adapters/models/body.py",
-    "src/toolrelay/adapters/models/direct.py",
-    "src/toolrelay/adapters/models/lean_body.py",
-    "src/toolrelay/adapters/models/lean_stream.py",
-    "src/toolrelay/adapters/models/pool.py",
-    "src/toolrelay/adapters/models/watchdog.py",
-}
-
 
 @pytest.fixture(scope="module")
 def findings() -> list[str]:
@@ -38,18 +26,7 @@ def findings() -> list[str]:
 
 
 def test_no_module_reaches_into_a_dependency(findings: list[str]) -> None:
-    outside = [f for f in findings if f.split(":", 1)[0] not in ALLOWED_FOR_NOW]
-    assert outside == [], "private parts of dependencies used:\n" + "\n".join(outside)
-
-
-def test_every_allowed_file_still_needs_it(findings: list[str]) -> None:
-    dirty = {f.split(":", 1)[0] for f in findings}
-    clean = sorted(ALLOWED_FOR_NOW - dirty)
-    assert clean == [], f"clean now: remove from ALLOWED_FOR_NOW: {clean}"
-    for path in ALLOWED_FOR_NOW:
-        assert path.startswith("src/toolrelay/adapters/models/") or path == (
-            "src/toolrelay/core/chunked.py"
-        ), path
+    assert findings == [], "private parts of dependencies used:\n" + "\n".join(findings)
 
 
 def found(source: str) -> list[str]:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-import httpx
+import httpx2
 import pytest
 from fastapi import FastAPI
 
@@ -82,7 +82,7 @@ def answers(
 ) -> dict[str, tuple[int, Any, str | None]]:
     """Each operation's (status, JSON body, WWW-Authenticate) for one request."""
     found = {}
-    with httpx.Client(base_url=base_url, timeout=30) as client:
+    with httpx2.Client(base_url=base_url, timeout=30) as client:
         for op in ops:
             sent = content if op.route.admission.body is not None else None
             answer = client.request(op.method, op.url, content=sent, headers=headers)

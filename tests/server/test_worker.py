@@ -16,7 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import httpx
+import httpx2
 
 from tests.patience import HANG
 from toolrelay.config.settings import Settings
@@ -48,7 +48,7 @@ def test_a_worker_says_ready_once_it_listens_and_stops_when_its_parent_goes(
         try:
             ours.settimeout(4 * HANG)  # a fresh interpreter imports the whole server
             assert ours.recv(64) == b"ready\n"
-            answer = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=HANG)
+            answer = httpx2.get(f"http://127.0.0.1:{port}/healthz", timeout=HANG)
             assert answer.status_code == 200
             ours.close()  # the parent is gone: the worker stops as if sent SIGTERM
             assert (
