@@ -9,6 +9,7 @@ SUITES = (
     "core_stream",
     "text_tool_calls",
     "engine_loop",
+    "http_stacks",
     "server_load",
     "server_late",
     "chat_memory",
