@@ -3,7 +3,7 @@
 A chat (SQLite store) has one earlier turn whose tool returned 1 KB, or 10 MB. The
 measured turn is the next one, as the server runs it: load the chat's history from
 the store, then an answer-only `Relay.run` through the real `OpenAIChat` client (the
-request is serialised and sent to an in-process httpx `MockTransport`, which
+request is serialised and sent to an in-process `toolrelay.testing.MockTransport`, which
 answers at once). CPU time of the whole process (the store's thread included),
 best of several. Three trees of the same run: the 1 KB baseline, 10 MB with the
 default cap (100 KB reach the model), and 10 MB with the cap off (the old
@@ -19,29 +19,29 @@ import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-import httpx
-
 from toolrelay import OpenAIChat, Relay, RunLimits, tool
+from toolrelay.adapters.http import Request
 from toolrelay.adapters.models import HTTPOptions
 from toolrelay.adapters.stores.sql import SQLStore
+from toolrelay.testing import MockResponse, MockTransport
 from toolrelay.testing.scripted_model import reply
 
 ANSWER = reply(["It ", "is ", "done."])
 
 
-def _transport(first: bytes) -> httpx.MockTransport:
+def _transport(first: bytes) -> MockTransport:
     """The first request gets `first` (the tool call), every later one the answer."""
     served = [first]
 
-    async def handler(request: httpx.Request) -> httpx.Response:
+    async def handler(request: Request) -> MockResponse:
         body = served.pop() if served else ANSWER
 
         async def stream() -> AsyncIterator[bytes]:
             yield body
 
-        return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=stream())
+        return MockResponse(200, {"content-type": "text/event-stream"}, stream())
 
-    return httpx.MockTransport(handler)
+    return MockTransport(handler)
 
 
 async def next_turn_cpu(folder: Path, size: int, cap: int, repeat: int) -> float:
