@@ -34,9 +34,11 @@ if TYPE_CHECKING:
         ToolSpec,
     )
     from toolrelay.engine.limits import RunLimits
+    from toolrelay.engine.tasks import BackgroundTask
     from toolrelay.errors import ConfigError, ProviderError, ToolError, ToolrelayError
 
 _WHERE = {
+    "BackgroundTask": "toolrelay.engine.tasks",
     "ConfigError": "toolrelay.errors",
     "Conversation": "toolrelay.engine.conversation",
     "Event": "toolrelay.core.events",
@@ -68,6 +70,7 @@ _WHERE = {
 }
 
 __all__ = [
+    "BackgroundTask",
     "ConfigError",
     "Conversation",
     "Event",

@@ -259,7 +259,10 @@ def test_duplicate_route_names(tmp_path: Path) -> None:
 
 def test_task_model_must_name_a_route(tmp_path: Path) -> None:
     path = write(tmp_path, 'task_model = "missing"\n' + ROUTE)
-    assert config_error(path) == f"{path}: task_model: unknown route 'missing' (routes: 'gpt')"
+    assert (
+        config_error(path)
+        == f"{path}: task_model: unknown route 'missing' (routes: 'gpt', or 'local')"
+    )
 
 
 def test_unknown_key_is_an_error(tmp_path: Path) -> None:

@@ -44,7 +44,8 @@ def test_postgres_and_redis_with_two_workers(tmp_path: Path, upstream: FakeModel
                 worker_a.post(f"/api/chats/{chat_id}/messages", json=content)
                 # the turn runs on worker A; the client talks to worker B only
                 events = events_answering_tools(worker_b, chat_id, "Berlin")
-                assert events[-1][1]["type"] == "chat:completion"
+                # the answer's final event, then the title (the first message: no task model)
+                assert [e["type"] for _, e in events[-2:]] == ["chat:completion", "chat:title"]
                 saved = wait_saved(worker_b, chat_id)
                 assert saved["content"] == "Berlin."
                 replay = read_events(worker_b, chat_id, last=events[0][0])

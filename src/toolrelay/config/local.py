@@ -48,8 +48,12 @@ KEY_ENV = "_TOOLRELAY_LOCAL_KEY"
 
 
 def wants_local(settings: Settings, *, enabled: bool = True) -> bool:
-    """The embedded model runs only when nothing else is configured and it is not off."""
-    return enabled and settings.local and not settings.models
+    """The embedded model runs when it is not off and nothing else is configured, or a
+    background task runs on it (`task_model = "local"`, `[tasks.title] model = "local"`)."""
+    if not enabled or not settings.local:
+        return False
+    for_tasks = ROUTE in settings.task_routes() and ROUTE not in settings.route_names
+    return not settings.models or for_tasks
 
 
 def not_installed(weights: Weights = QWEN_CODER_05B) -> list[str]:
@@ -122,7 +126,7 @@ def start_local(
 ) -> tuple[Settings, LocalModel]:
     """Check (or assemble) the weights, start llama.cpp, and add the `local` route.
 
-    Returns `settings` with that route as its only model, and the running model
+    Returns `settings` with that route added to its models, and the running model
     (close it after the server stops). `ConfigError` when the extra is missing
     or the weights do not match their hash.
     """
@@ -137,4 +141,4 @@ def start_local(
     server = LlamaServer(path, options)
     os.environ[KEY_ENV] = server.api_key
     model = LocalModel(weights=weights, path=path, assembled=assembled, server=server)
-    return settings.model_copy(update={"models": [model.route()]}), model
+    return settings.model_copy(update={"models": [*settings.models, model.route()]}), model

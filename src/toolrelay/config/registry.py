@@ -27,10 +27,12 @@ from toolrelay.config.code import build_code_runner
 from toolrelay.config.route_http import http_options
 from toolrelay.config.settings import ModelRoute, Settings
 from toolrelay.config.sources import is_file_ref
+from toolrelay.config.tasks import TaskSetup, task_setup
 from toolrelay.config.tool_servers import build_source
 from toolrelay.engine.context_fit import ContextWindow
 from toolrelay.engine.interfaces import ModelClient, Tool, ToolSource, tools_by_name
 from toolrelay.engine.limits import RunLimits
+from toolrelay.engine.tasks import TASK_NAMES, BackgroundTask
 from toolrelay.engine.toolbox import CheckedTools, Toolbox, ToolSubset
 from toolrelay.errors import ConfigError
 
@@ -58,12 +60,16 @@ class Registry:
     """The code interpreter (`[code_interpreter]`), shared by every turn; None when off."""
     code_users: str = "admins"
     """Who may run code besides admins: `admins` (nobody else) or `everyone`."""
+    background: TaskSetup | None = None
+    """`[tasks]`: each background task's route and prompt; None: all three on `task_model`."""
     toolbox: Toolbox = field(init=False, repr=False)
     """Every tool and source: what `GET /api/tools` and `toolrelay tools list` show."""
     _route_tools: dict[str, CheckedTools] = field(init=False, repr=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         self.toolbox = Toolbox(self.tools.values(), [ToolSubset(s) for s in self.sources.values()])
+        if self.background is None:
+            self.background = TaskSetup(dict.fromkeys(TASK_NAMES, self.task_model))
 
     def client_for(self, route: str) -> ModelClient:
         """The cached client of a route; `KeyError` for a name no route has."""
@@ -107,8 +113,14 @@ class Registry:
 
     @property
     def task_client(self) -> ModelClient | None:
-        """The client for titles, tags and follow-ups; None turns those tasks off."""
-        return None if self.task_model is None else self.client_for(self.task_model)
+        """The client of `task_model`; None when unset or not served (the embedded model
+        missing its extra): those tasks do not run."""
+        return None if self.task_model is None else self.clients.get(self.task_model)
+
+    def background_tasks(self) -> tuple[BackgroundTask, ...]:
+        """The enabled background tasks, each on its own route's client (`config.tasks`)."""
+        assert self.background is not None  # set in __post_init__
+        return self.background.tasks(self.clients)
 
     async def aclose(self) -> None:
         """Close every client, tool server (no child process left) and pooled filter."""
@@ -145,6 +157,7 @@ def build_registry(settings: Settings, *, env: Mapping[str, str] | None = None) 
         filters=filters,
         limits=settings.limits.to_run_limits(),
         task_model=settings.task_model,
+        background=task_setup(settings),
         clients=_windowed(_filtered(clients, filters), routes),
         sources=sources,
         code_runner=build_code_runner(

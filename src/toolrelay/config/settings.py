@@ -61,6 +61,8 @@ __all__ = [
     "LimitsConfig",
     "ModelRoute",
     "Settings",
+    "TaskConfig",
+    "TasksConfig",
     "load_settings",
 ]
 
@@ -203,6 +205,42 @@ class LimitsConfig(BaseModel):
         return RunLimits(**self.model_dump())
 
 
+class TaskConfig(BaseModel):
+    """One background task (`[tasks.title]`, `[tasks.tags]`, `[tasks.follow_ups]`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    enabled: bool = True
+    model: str | None = Field(default=None, min_length=1)
+    """The route this task runs on (`local`: the embedded model); unset: `task_model`."""
+    prompt: str | None = Field(default=None, min_length=1)
+    """The task's system prompt; it must ask for JSON (`{"title": …}`, `{"tags": […]}`,
+    `{"follow_ups": […]}`). Unset: the built-in one."""
+    prompt_file: Path | None = None
+    """A file holding the prompt (UTF-8), relative to the config file's folder."""
+
+    @model_validator(mode="after")
+    def _one_prompt(self) -> TaskConfig:
+        if self.prompt is not None and self.prompt_file is not None:
+            raise ValueError("set prompt or prompt_file, not both")
+        return self
+
+
+class TasksConfig(BaseModel):
+    """The background tasks after a chat turn (title, tags, follow-ups): on, route, prompt."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    title: TaskConfig = Field(default_factory=TaskConfig)
+    tags: TaskConfig = Field(default_factory=TaskConfig)
+    follow_ups: TaskConfig = Field(default_factory=TaskConfig)
+
+    def routes(self) -> list[tuple[str, str]]:
+        """(task, route) of each enabled task with a route of its own."""
+        tasks = (("title", self.title), ("tags", self.tags), ("follow_ups", self.follow_ups))
+        return [(name, t.model) for name, t in tasks if t.enabled and t.model is not None]
+
+
 def _default_data_dir() -> Path:
     return Path.home() / ".toolrelay"
 
@@ -255,6 +293,10 @@ class Settings(BaseSettings):
     0: none is started before a turn needs it."""
     filters: list[str] = Field(default_factory=list)
     task_model: str | None = None
+    """The route titles, tags and follow-ups run on (`local`: the embedded model, started
+    for them even when routes are configured); unset: no task runs, a chat's first message
+    is its title. `[tasks]` sets each task's own route and prompt."""
+    tasks: TasksConfig = Field(default_factory=TasksConfig)
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
     code_interpreter: CodeInterpreterConfig = Field(default_factory=CodeInterpreterConfig)
     max_body_bytes: int = Field(default=10 * 1024 * 1024, ge=1)
@@ -353,18 +395,37 @@ class Settings(BaseSettings):
     @field_validator("task_model")
     @classmethod
     def _known_route(cls, name: str | None, info: ValidationInfo) -> str | None:
-        routes: list[ModelRoute] | None = info.data.get("models")
-        if name is None or routes is None:
-            return name
-        known = [route.name for route in routes]
-        if name not in known:
-            listed = ", ".join(repr(n) for n in known) or "none configured"
-            raise ValueError(f"unknown route {name!r} (routes: {listed})")
+        _check_route(name, info.data.get("models"))
         return name
+
+    @field_validator("tasks")
+    @classmethod
+    def _known_task_routes(cls, tasks: TasksConfig, info: ValidationInfo) -> TasksConfig:
+        for task, route in tasks.routes():
+            try:
+                _check_route(route, info.data.get("models"))
+            except ValueError as exc:
+                raise ValueError(f"{task}.model: {exc}") from None
+        return tasks
+
+    def task_routes(self) -> set[str]:
+        """Every route a background task runs on."""
+        names = {route for _, route in self.tasks.routes()}
+        return names | ({self.task_model} if self.task_model else set())
 
     @property
     def route_names(self) -> list[str]:
         return [route.name for route in self.models]
+
+
+def _check_route(name: str | None, routes: list[ModelRoute] | None) -> None:
+    """A task's route is a configured one, or the embedded model's (`local`)."""
+    if name is None or routes is None or name == LOCAL_ROUTE:
+        return
+    known = [route.name for route in routes]
+    if name not in known:
+        listed = ", ".join(repr(n) for n in known) or "none configured"
+        raise ValueError(f"unknown route {name!r} (routes: {listed}, or 'local')")
 
 
 _BUS_SCHEMES = ("redis://", "rediss://", "unix://", "ipc:///")

@@ -37,7 +37,8 @@ class Conversation:
 
     async def run(self, message: str | Message, **kwargs: Any) -> RunResult:
         """One turn on top of the history; the history then includes it."""
-        return await self._turn(_as_message(message), None, kwargs)
+        sink = kwargs.pop("sink", None)
+        return await self._turn(_as_message(message), sink, kwargs)
 
     def stream(self, message: str | Message, **kwargs: Any) -> AsyncGenerator[Event, None]:
         """`run`, as the events of the turn (`Relay.stream`)."""

@@ -26,7 +26,15 @@ from toolrelay.core.status import TurnStatus
 from toolrelay.core.tool_results import strip_base64
 from toolrelay.engine.filters import run_outlets
 from toolrelay.engine.interfaces import ChatStore, Message, ModelClient
-from toolrelay.engine.tasks import run_tasks
+from toolrelay.engine.tasks import (
+    BackgroundTask,
+    TaskResults,
+    TitleStore,
+    fallback_title,
+    first_exchange,
+    planned,
+    run_tasks,
+)
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +101,8 @@ class Finisher:
     message_id: str | None = None
     filters: Sequence[Any] = ()
     task_model: ModelClient | None = None
-    tasks: Sequence[str] = ("title", "tags", "follow_ups")
+    tasks: Sequence[str | BackgroundTask] = ("title", "tags", "follow_ups")
+    """Names run on `task_model`, or `BackgroundTask`s with their own model and prompt."""
     user: Mapping[str, Any] | None = None
     model_name: str | None = None
 
@@ -124,11 +133,19 @@ class Finisher:
         """Background tasks (R20), after the final event: the answer is never held up by them.
 
         Title, tags and follow-ups arrive as their own events; the follow-ups
-        join the saved turn, title and tags the chat.
+        join the saved turn, title and tags the chat. The title is made on the
+        first exchange only (`engine.tasks`, rules 1-3).
         """
-        if result.status != TurnStatus.COMPLETED or self.task_model is None or not self.tasks:
+        if result.status != TurnStatus.COMPLETED:
             return result
-        result = await self._tasks(history, result, emit)
+        tasks = planned(self.tasks, self.task_model)
+        first = first_exchange(history)
+        wanted = [t for t in tasks if t.name != "title" or first]
+        saved_chat = self.store is not None and self.chat_id is not None
+        titles = first and any(t.name == "title" for t in tasks)
+        if not any(t.model is not None for t in wanted) and not (titles and saved_chat):
+            return result
+        result = await self._tasks(history, result, wanted, emit)
         if result.follow_ups:
             await self._save(result)
         return result
@@ -167,31 +184,53 @@ class Finisher:
         )
         return new_output
 
-    async def _tasks(self, history: Sequence[Message], result: RunResult, emit: Emit) -> RunResult:
-        assert self.task_model is not None
-        found = await run_tasks(self.task_model, history, result.output, wanted=self.tasks)
-        if found.title:
-            await emit(Event(ev.CHAT_TITLE, {"title": found.title}))
+    async def _tasks(
+        self,
+        history: Sequence[Message],
+        result: RunResult,
+        tasks: Sequence[BackgroundTask],
+        emit: Emit,
+    ) -> RunResult:
+        found = await run_tasks(tasks, history, result.output)
+        title = None
+        if any(t.name == "title" for t in tasks):
+            title = await self._title(found.title or fallback_title(history))
+        if title:
+            await emit(Event(ev.CHAT_TITLE, {"title": title}))
         if found.tags:
             await emit(Event(ev.CHAT_TAGS, {"tags": list(found.tags)}))
         if found.follow_ups:
             await emit(Event(ev.CHAT_FOLLOW_UPS, {"follow_ups": list(found.follow_ups)}))
         update = getattr(self.store, "update_chat", None)
-        if self.chat_id and update is not None and (found.title or found.tags):
-            await update(self.chat_id, title=found.title, tags=list(found.tags) or None)
-        return RunResult(
-            **{
-                **_fields(result),
-                "title": found.title,
-                "tags": found.tags,
-                "follow_ups": found.follow_ups,
-            }
-        )
+        if self.chat_id and update is not None and found.tags:
+            await update(self.chat_id, tags=list(found.tags))
+        return RunResult(**{**_fields(result), **_found(found, title)})
+
+    async def _title(self, title: str | None) -> str | None:
+        """The title as the chat keeps it: None when the chat has one already (a rename)."""
+        if title is None or self.store is None or self.chat_id is None:
+            return title
+        try:
+            if isinstance(self.store, TitleStore):
+                return title if await self.store.title_if_untitled(self.chat_id, title) else None
+            update = getattr(self.store, "update_chat", None)
+            if update is not None:
+                await update(self.chat_id, title=title)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a title is not worth a failed turn
+            log.warning("saving the title of chat %s failed: %s", self.chat_id, exc)
+            return None
+        return title
 
     async def _save(self, result: RunResult) -> None:
         if self.store is None or self.chat_id is None or self.message_id is None:
             return
         await self.store.save_turn(self.chat_id, self.message_id, result.saved(self.model_name))
+
+
+def _found(found: TaskResults, title: str | None) -> dict[str, Any]:
+    return {"title": title, "tags": found.tags, "follow_ups": found.follow_ups}
 
 
 def _fields(result: RunResult) -> dict[str, Any]:

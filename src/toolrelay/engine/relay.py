@@ -32,6 +32,7 @@ from toolrelay.engine.loop import Turn, TurnSetup
 from toolrelay.engine.observer import Observer
 from toolrelay.engine.pending import PendingCalls
 from toolrelay.engine.sinks import NullSink, stream_events
+from toolrelay.engine.tasks import BackgroundTask
 from toolrelay.engine.toolbox import CheckedTools, ToolOffer, checked_toolbox
 from toolrelay.errors import ToolError
 
@@ -48,7 +49,7 @@ class Relay:
         store: ChatStore | None = None,
         filters: Sequence[Any] = (),
         task_model: ModelClient | None = None,
-        tasks: Sequence[str] = ("title", "tags", "follow_ups"),
+        tasks: Sequence[str | BackgroundTask] = ("title", "tags", "follow_ups"),
         tags: TagConfig | None = TagConfig(),
         code_interpreter: CodeRunner | None = None,
         code_runner: CodeRunner | None = None,

@@ -1,8 +1,18 @@
 """Background tasks after the answer (SPEC R20): follow-ups, title, tags.
 
-They run on the task model with the conversation as plain text (tool-call
-visualisations, reasoning and images stripped). A failing task is dropped:
-it never fails the turn.
+Each task runs on its own model (a `BackgroundTask` names it; unset: the
+relay's `task_model`) with its own prompt, on the conversation as plain text
+(tool-call visualisations, reasoning and images stripped). A failing task is
+dropped: it never fails the turn.
+
+What the finisher decides with these helpers (`engine.finish`):
+1. The title is made once, on the chat's first exchange (no assistant message
+   in the history yet), never later.
+2. When the title task gives nothing usable (no model for it, an error, an
+   answer without the JSON), the first user message is the title.
+3. A store writes a made title only while the chat has none
+   (`TitleStore.title_if_untitled`), so a user's rename always wins, even one
+   made while the task ran.
 """
 
 from __future__ import annotations
@@ -12,7 +22,7 @@ import logging
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final, Literal, Protocol, cast, runtime_checkable
 
 import orjson
 
@@ -25,8 +35,12 @@ log = logging.getLogger(__name__)
 _DETAILS = re.compile(r"<details[^>]*>.*?</details>", re.S)
 _MD_IMAGE = re.compile(r"!\[[^\]]*\]\(data:[^)]*\)")
 _JSON_OBJECT = re.compile(r"\{.*\}", re.S)
+_SPACE = re.compile(r"\s+")
 
-PROMPTS = {
+TaskName = Literal["title", "tags", "follow_ups"]
+TASK_NAMES: Final[tuple[TaskName, ...]] = ("title", "tags", "follow_ups")
+
+PROMPTS: Final[Mapping[str, str]] = {
     "title": (
         "Write a concise title (3-5 words, no quotes) for this chat. Reply with JSON only: "
         '{"title": "..."}'
@@ -37,6 +51,25 @@ PROMPTS = {
         '{"follow_ups": ["..."]}'
     ),
 }
+"""The default prompt of each task (the system message; the chat follows as the user's)."""
+
+TITLE_MAX = 100
+"""Characters of the first message kept when it becomes the title."""
+
+
+@dataclass(frozen=True, slots=True)
+class BackgroundTask:
+    """One task to run after the answer: its model and prompt, each unset for the default."""
+
+    name: TaskName
+    model: ModelClient | None = None
+    """None: the relay's `task_model` (and with none either, the task does not run)."""
+    prompt: str | None = None
+    """The system prompt; None: `PROMPTS[name]`. It must ask for `{"<name>": …}` as JSON."""
+
+    def __post_init__(self) -> None:
+        if self.name not in TASK_NAMES:
+            raise ValueError(f"unknown background task {self.name!r} (tasks: {TASK_NAMES})")
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +77,43 @@ class TaskResults:
     title: str | None = None
     tags: tuple[str, ...] = ()
     follow_ups: tuple[str, ...] = ()
+
+
+@runtime_checkable
+class TitleStore(Protocol):
+    """A store that names a chat only while it has no title (rule 3)."""
+
+    async def title_if_untitled(self, chat_id: str, title: str) -> bool:
+        """Set `title` if the chat has none; True when it was set."""
+        ...
+
+
+def planned(
+    tasks: Sequence[str | BackgroundTask], default_model: ModelClient | None
+) -> tuple[BackgroundTask, ...]:
+    """`tasks` (names or `BackgroundTask`s) with each model filled in from `default_model`."""
+    out: list[BackgroundTask] = []
+    for task in tasks:
+        spec = task if isinstance(task, BackgroundTask) else BackgroundTask(cast(TaskName, task))
+        if spec.model is None and default_model is not None:
+            spec = BackgroundTask(spec.name, default_model, spec.prompt)
+        out.append(spec)
+    return tuple(out)
+
+
+def first_exchange(messages: Sequence[Message]) -> bool:
+    """No assistant message yet: this turn answers the chat's first question (rule 1)."""
+    return not any(m.get("role") == "assistant" for m in messages)
+
+
+def fallback_title(messages: Sequence[Message]) -> str | None:
+    """The first user message as a one-line title, cut to `TITLE_MAX` characters (rule 2)."""
+    for m in messages:
+        if m.get("role") == "user":
+            text = _SPACE.sub(" ", plain_text(m.get("content"))).strip()
+            if text:
+                return text if len(text) <= TITLE_MAX else text[:TITLE_MAX].rstrip() + "…"
+    return None
 
 
 def plain_text(value: Any) -> str:
@@ -67,34 +137,32 @@ def conversation_text(messages: Sequence[Message], output: Sequence[Item]) -> st
 
 
 async def run_tasks(
-    model: ModelClient,
-    messages: Sequence[Message],
-    output: Sequence[Item],
-    *,
-    wanted: Sequence[str] = ("title", "tags", "follow_ups"),
+    tasks: Sequence[BackgroundTask], messages: Sequence[Message], output: Sequence[Item]
 ) -> TaskResults:
+    """Run the tasks that have a model, all at once; what each found, or nothing."""
     chat = conversation_text(messages, output)
-    names = [w for w in wanted if w in PROMPTS]
-    answers = await asyncio.gather(*(_ask(model, PROMPTS[n], chat) for n in names))
+    runnable = [t for t in tasks if t.model is not None]
+    answers = await asyncio.gather(*(_ask(t, chat) for t in runnable))
     found: dict[str, Any] = {}
-    for name, answer in zip(names, answers, strict=True):
-        value = answer.get(name) if answer else None
-        if name == "title" and isinstance(value, str) and value.strip():
-            found["title"] = value.strip()[:200]
-        elif name != "title" and isinstance(value, list):
-            found[name] = tuple(str(v).strip() for v in value if str(v).strip())[:10]
+    for task, answer in zip(runnable, answers, strict=True):
+        value = answer.get(task.name) if answer else None
+        if task.name == "title" and isinstance(value, str) and value.strip():
+            found["title"] = _SPACE.sub(" ", value).strip()[:200]
+        elif task.name != "title" and isinstance(value, list):
+            found[task.name] = tuple(str(v).strip() for v in value if str(v).strip())[:10]
     return TaskResults(**found)
 
 
-async def _ask(model: ModelClient, prompt: str, chat: str) -> Mapping[str, Any] | None:
+async def _ask(task: BackgroundTask, chat: str) -> Mapping[str, Any] | None:
+    assert task.model is not None
     request = ModelRequest(
         messages=[
-            {"role": "system", "content": prompt},
+            {"role": "system", "content": task.prompt or PROMPTS[task.name]},
             {"role": "user", "content": f"<chat>\n{chat}\n</chat>"},
         ]
     )
     try:
-        stream = await model.open(request)
+        stream = await task.model.open(request)
         reader = BodyReader(stream.format)
         try:
             async for chunk in stream:
@@ -109,5 +177,5 @@ async def _ask(model: ModelClient, prompt: str, chat: str) -> Mapping[str, Any] 
     except asyncio.CancelledError:
         raise
     except Exception as exc:  # a background task never fails the turn
-        log.warning("background task failed: %s", exc)
+        log.warning("background task %s failed: %s", task.name, exc)
         return None

@@ -123,6 +123,9 @@ class RetryingStore:
     ) -> None:
         await self._store.update_chat(chat_id, title=title, tags=tags)
 
+    async def title_if_untitled(self, chat_id: str, title: str) -> bool:
+        return await self._store.title_if_untitled(chat_id, title)
+
 
 async def keep_alive(
     bus: EventBus,

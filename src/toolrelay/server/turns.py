@@ -127,6 +127,7 @@ class TurnManager:
             store=store,
             filters=reg.filters,
             task_model=reg.task_client if store is not None else None,
+            tasks=reg.background_tasks() if store is not None else (),
             name=route,
             text_tool_calls=reg.routes[route].text_tool_calls,
             observer=self.observer,

@@ -210,6 +210,11 @@ class Store(ChatStore, Protocol):
         self, chat_id: str, *, title: str | None = None, tags: list[str] | None = None
     ) -> None: ...
 
+    async def title_if_untitled(self, chat_id: str, title: str) -> bool:
+        """Set a made title (`engine.tasks`) only while the chat has none: a user's title,
+        given at creation or by a rename, is never overwritten. True when it was set."""
+        ...
+
     async def add_message(self, chat_id: str, message: Mapping[str, Any]) -> str: ...
 
     async def add_chats(self, chats: Sequence[NewChat]) -> None:

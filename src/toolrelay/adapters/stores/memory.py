@@ -239,6 +239,13 @@ class MemoryStore:
             updated_at=self._now(),
         )
 
+    async def title_if_untitled(self, chat_id: str, title: str) -> bool:
+        chat = self._chats.get(chat_id)
+        if chat is None or chat.title is not None:
+            return False
+        self._chats[chat_id] = replace(chat, title=title, updated_at=self._now())
+        return True
+
     # messages
 
     async def add_message(self, chat_id: str, message: Mapping[str, Any]) -> str:

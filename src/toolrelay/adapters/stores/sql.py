@@ -556,6 +556,20 @@ class SQLStore:
                 row.tags = [str(tag) for tag in tags]
             row.updated_at = self._now()
 
+    async def title_if_untitled(self, chat_id: str, title: str) -> bool:
+        """Name a chat that has no title, in one conditional statement: a title set
+        meanwhile (a user's rename) is never overwritten. True when it was set."""
+        async with self._write() as session:
+            result = await session.execute(
+                update(ChatRow)
+                .where(ChatRow.id == chat_id, ChatRow.title.is_(None))
+                .values(title=title, updated_at=self._now())
+            )
+            if not getattr(result, "rowcount", 0):
+                return False
+            await index_title(session, chat_id, title)
+        return True
+
     # messages
 
     async def add_message(self, chat_id: str, message: Mapping[str, Any]) -> str:
