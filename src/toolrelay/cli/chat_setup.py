@@ -18,6 +18,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from toolrelay.core.think_tags import TagConfig
 from toolrelay.engine.interfaces import ModelClient, Tool, ToolSource
 from toolrelay.engine.limits import RunLimits
 from toolrelay.errors import ConfigError
@@ -71,6 +72,8 @@ class ChatSetup:
     """Answers `tool:approval`: (approved, reason). None rejects."""
     text_tool_calls: bool = False
     """The route's `text_tool_calls`: calls the model writes as text run as real calls."""
+    tags: TagConfig = dataclasses.field(default_factory=TagConfig)
+    """The route's `reasoning_tags`: which inline tags become reasoning."""
 
 
 def approver(
@@ -186,8 +189,16 @@ def _route_setup(choice: ModelChoice, file_tools: list[Tool | ToolSource]) -> Ch
         )
     tools = [*registry.tools_for(name), *file_tools]
     client = registry.client_for(name)
-    text_calls = registry.routes[name].text_tool_calls
-    return ChatSetup(client, tools, limits, registry.aclose, name, text_tool_calls=text_calls)
+    route = registry.routes[name]
+    return ChatSetup(
+        client,
+        tools,
+        limits,
+        registry.aclose,
+        name,
+        text_tool_calls=route.text_tool_calls,
+        tags=route.tag_config(),
+    )
 
 
 def _all_tools(registry: Any) -> list[Tool | ToolSource]:

@@ -152,6 +152,7 @@ class ChatRun:
             name=setup.name,
             text_tool_calls=setup.text_tool_calls,
             code_interpreter=self.code_runner,
+            tags=setup.tags,
         )
         history = self.conversation.messages if self.conversation is not None else self.history
         self.setup = setup

@@ -51,6 +51,7 @@ from toolrelay.config.sources import (
     Provenance,
 )
 from toolrelay.config.tool_servers import ToolServer
+from toolrelay.core.think_tags import TagConfig
 from toolrelay.engine.limits import RunLimits
 from toolrelay.errors import ConfigError
 
@@ -130,6 +131,21 @@ class ModelRoute(BaseModel):
     max_response_bytes: int = Field(default=DEFAULT_MAX_RESPONSE_BYTES, ge=0)
     """A model answer past this is cut, the turn ending with an error and its partial
     output kept; bytes or a size like "64 MiB"; 0: no cap."""
+    reasoning_tags: bool | list[str] | None = None
+    """Inline reasoning tags in this model's text (SPEC R5, Open WebUI's model param):
+    false turns tag detection off (`<think>` stays text), `["<start>", "<end>"]` is the
+    one pair looked for instead of the defaults; unset or true: the default tags."""
+
+    @field_validator("reasoning_tags")
+    @classmethod
+    def _tag_pair(cls, value: bool | list[str] | None) -> bool | list[str] | None:
+        if isinstance(value, list) and (len(value) != 2 or not all(value)):
+            raise ValueError("must be false, true, or two non-empty strings [start, end]")
+        return value
+
+    def tag_config(self) -> TagConfig:
+        """The inline tags this route's turns look for (`reasoning_tags`)."""
+        return TagConfig.from_param(self.reasoning_tags)
 
     @model_validator(mode="before")
     @classmethod

@@ -24,6 +24,7 @@ from toolrelay.core.items import (
     updated,
 )
 from toolrelay.core.result_cap import cap_output
+from toolrelay.core.result_status import reads_as_error
 from toolrelay.core.tool_calls import (
     ArgumentsError,
     filter_to_schema,
@@ -244,7 +245,7 @@ async def _invoke(
             raise
         except Exception as exc:  # a tool's failure is a result for the model (R9)
             return NormalisedResult(_error_text(exc)), "failed"
-        return normalise_result(raw, direct=True), "completed"
+        return _judged(normalise_result(raw, direct=True))
     timeout = spec.timeout if spec.timeout is not None else env.limits.tool_timeout
     # a tool that reads no context (a `@tool` function declaring none) gets the turn's own
     context = env.context if _reads_no_context(tool) else replace(env.context, call_id=call_id)
@@ -266,7 +267,13 @@ async def _invoke(
         timer.end(guard)
         raise
     timer.end(guard)
-    return normalise_result(raw, direct=False), "completed"
+    return _judged(normalise_result(raw, direct=False))
+
+
+def _judged(result: NormalisedResult) -> tuple[NormalisedResult, str]:
+    """A result whose text reads as an error (`Error: …`) is `failed`; the model reads it
+    all the same (`core.result_status`)."""
+    return result, "failed" if reads_as_error(result.text) else "completed"
 
 
 def _reads_no_context(tool: Tool) -> bool:

@@ -131,6 +131,7 @@ class TurnManager:
             name=route,
             text_tool_calls=reg.routes[route].text_tool_calls,
             observer=self.observer,
+            tags=reg.routes[route].tag_config(),
         )
 
     async def running(self, chat_id: str) -> bool:
