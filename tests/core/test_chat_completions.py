@@ -774,6 +774,8 @@ SSE_CASES: dict[str, Summary] = {
     "llamacpp/finish-tool-calls-without-calls.sse": Summary(
         text="I'll look that up.", finish=["tool_calls"], total_tokens=[67]
     ),
+    # the bare `error:` line is no SSE field: the deltas end at the text (test_whole_bodies)
+    "llamacpp/error-line.sse": Summary(text="The answer"),
     "malformed/truncated-mid-json.sse": Summary(text="The answer is", unreadable_frames=1),
     "malformed/garbage-line.sse": Summary(
         text="Before after", finish=["stop"], unreadable_frames=1

@@ -222,6 +222,22 @@ def test_query_knowledge_files_keeps_distances_note_ids_and_chunk_types() -> Non
     ]
 
 
+def test_query_knowledge_distances_stay_parallel_with_documents() -> None:
+    """Issue 30 item 5 (R11): the first chunk has no distance, so `distances` holds null
+    in its place; a source without any distance has none."""
+    text = dumps(
+        [
+            {"source": "a.pdf", "content": "a1", "file_id": "fa"},
+            {"source": "a.pdf", "content": "a2", "file_id": "fa", "distance": 0.5},
+            {"source": "b.pdf", "content": "b1", "file_id": "fb", "distance": "far"},
+        ]
+    )
+    sources = citation_sources("query_knowledge_files", {"query": "q"}, text)
+    assert [s["document"] for s in sources] == [["a1", "a2"], ["b1"]]
+    assert sources[0]["distances"] == [None, 0.5]
+    assert "distances" not in sources[1]
+
+
 def test_query_knowledge_files_groups_by_file_id_not_by_name() -> None:
     """Two files named alike are two sources; one file is one source (Open WebUI groups so)."""
     text = dumps(

@@ -55,11 +55,16 @@ def _call(facts: Facts, key: str, name: Any, arguments: Any) -> None:
         entry[1] += json.dumps(arguments, separators=(",", ":"), ensure_ascii=False)
 
 
-def _chat_choice(facts: Facts, choice: dict[str, Any], last_key: list[str]) -> None:
-    delta = choice.get("delta") or choice.get("message") or {}
+def _chat_choice(
+    facts: Facts, choice: dict[str, Any], last_key: list[str], whole: bool = False
+) -> None:
+    # a whole body's answer is its message, whatever `delta` sits beside it (Perplexity)
+    delta = (whole and choice.get("message")) or choice.get("delta") or choice.get("message") or {}
     content = delta.get("content")
     if isinstance(content, str):
         facts.text += content
+    elif isinstance(content, dict):  # an answer that is a JSON object is its JSON text
+        facts.text += json.dumps(content, separators=(",", ":"), ensure_ascii=False)
     elif isinstance(content, list):
         for part in content:
             if isinstance(part, str):
@@ -90,10 +95,12 @@ def _chat_choice(facts: Facts, choice: dict[str, Any], last_key: list[str]) -> N
         facts.finish = choice["finish_reason"]
 
 
-def _chat_payload(facts: Facts, obj: dict[str, Any], last_key: list[str]) -> None:
+def _chat_payload(
+    facts: Facts, obj: dict[str, Any], last_key: list[str], whole: bool = False
+) -> None:
     for choice in obj.get("choices") or []:
         if choice.get("index", 0) == 0:
-            _chat_choice(facts, choice, last_key)
+            _chat_choice(facts, choice, last_key, whole)
     if obj.get("error"):
         facts.error = True
     usage = obj.get("usage") or (obj.get("x_groq") or {}).get("usage")
@@ -104,6 +111,9 @@ def _chat_payload(facts: Facts, obj: dict[str, Any], last_key: list[str]) -> Non
 def read_sse(body: str) -> Facts:
     facts, last_key = Facts(), [""]
     for line in body.splitlines():
+        if line.startswith("error:"):  # a server's bare last words (llama.cpp)
+            facts.error = True
+            break
         if not line.startswith("data:"):
             continue
         payload = line[5:].strip()
@@ -151,7 +161,7 @@ def read_raw(path: Path) -> Facts:
     obj = json.loads(body)
     if "choices" in obj:
         facts = Facts(ended=True)
-        _chat_payload(facts, obj, [""])
+        _chat_payload(facts, obj, [""], whole=True)
         return facts
     return read_ollama([body])
 

@@ -42,6 +42,11 @@ ID_RE = re.compile(r"^call_[0-9a-f]{24}$")
             ['{"query":"A","count":5}', '{"query":"B","count":5}'],
         ),
         ('{"a":1}\t{"b":[1,2]}  {"c":"}{"}', ['{"a":1}', '{"b":[1,2]}', '{"c":"}{"}']),
+        # R6 allows whitespace between the objects, and Unicode's counts (issue 30 item 3;
+        # Open WebUI's `str.isspace` loop): a line separator, a no-break space
+        ('{"a":1}\u2028{"b":2}', ['{"a":1}', '{"b":2}']),
+        ('{"a":1}\u00a0{"b":2}', ['{"a":1}', '{"b":2}']),
+        ('\u3000{"a":1}\u2029\u0085{"b":2}\u00a0', ['{"a":1}', '{"b":2}']),
     ],
 )
 def test_split_concatenated_splits_back_to_back_values(raw: str, expected: list[str]) -> None:

@@ -110,7 +110,16 @@ def test_mcp_text_part_with_json_holding_an_image() -> None:
     assert _model_images(result) == [PNG]
 
 
-@pytest.mark.parametrize("part", [{"type": "image", "blob": "QUJD"}, {"type": "image"}])
+def test_mcp_image_part_with_blob_instead_of_data_is_an_image() -> None:
+    """Issue 30 item 4: `blob` is the data when `data` is missing (Open WebUI: `data or blob`);
+    the expected URI is the part's mime type and blob joined by hand."""
+    part = {"type": "image", "blob": "QUJD", "mimeType": "image/png"}
+    result = normalise_result([{"type": "text", "text": "chart:"}, part])
+    assert result.text == "chart:"
+    assert [f["url"] for f in result.files] == ["data:image/png;base64,QUJD"]
+
+
+@pytest.mark.parametrize("part", [{"type": "image", "blob": 7}, {"type": "image"}])
 def test_mcp_image_without_string_data_is_skipped_with_a_note(part: dict[str, Any]) -> None:
     result = normalise_result([{"type": "text", "text": "chart:"}, part])
     assert result.files == ()

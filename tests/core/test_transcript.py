@@ -8,6 +8,7 @@ from typing import Any
 from toolrelay.core.formats.transcript import (
     INTERRUPTED_TOOL_RESULT,
     TOOL_IMAGES_TEXT,
+    ChatReplay,
     repair_history,
     to_chat_messages,
     to_responses_input,
@@ -411,3 +412,27 @@ def test_reasoning_details_are_replayed_on_the_assistant_message() -> None:
         assert "reasoning_details" not in messages[2]
     messages[0]["reasoning_details"][0]["text"] = "changed"
     assert item["details"] == details  # a copy, not the stored list
+
+
+def test_unsigned_anthropic_reasoning_text_is_not_replayed() -> None:
+    """Issue 30 item 2: Anthropic refuses a thinking block without a signature ("Invalid
+    signature in thinking block"); Open WebUI and OpenRouter's SDK drop such a
+    `reasoning.text`. Encrypted (redacted) entries, signed text and other formats stay,
+    in order; the expected list is the input with the one entry struck out by hand."""
+    anthropic = "anthropic-claude-v1"
+    details = [
+        {"type": "reasoning.text", "text": "Unsigned.", "format": anthropic, "index": 0},
+        {"type": "reasoning.encrypted", "data": "b3BhcXVl", "format": anthropic, "index": 1},
+        {"type": "reasoning.text", "text": "Signed.", "signature": "c2ln", "format": anthropic},
+        {"type": "reasoning.text", "text": "Blank sig.", "signature": "", "format": anthropic},
+        {"type": "reasoning.text", "text": "Gemini.", "format": "google-gemini-v1"},
+    ]
+    item = think("Plan.")
+    item["details"] = copy.deepcopy(details)
+    output = [item, call("c1"), result("c1", "data")]
+    kept = [details[1], details[2], details[4]]
+    assert to_chat_messages(output)[0]["reasoning_details"] == kept
+    assert ChatReplay().messages(output)[0]["reasoning_details"] == kept
+    only_unsigned = think("Plan.")
+    only_unsigned["details"] = [copy.deepcopy(details[0])]
+    assert "reasoning_details" not in to_chat_messages([only_unsigned, msg("Hi.")])[0]

@@ -144,11 +144,20 @@ class BodyReader:
                 out.extend(self._whole(b"".join(self._json)))
         truncated = dropped or not self._ended()
         if truncated and self.acc.error is None:
-            why = "the connection was dropped" if dropped else "the body ended early"
-            out.extend(self.acc.feed(ErrorDelta(f"Model response incomplete: {why}.")))
+            out.extend(self.acc.feed(self._cut_short(dropped)))
         out.extend(self.acc.finish(truncated=truncated))
         self.stopped = True
         return out
+
+    def _cut_short(self, dropped: bool) -> ErrorDelta:
+        """Why a body that did not end properly ended: the server's own bare `error:`
+        line when it wrote one (its JSON error's message, or the text), else a cut."""
+        said = self._sse.error_line if self._sse is not None else None
+        if said is not None:
+            obj = self._parse(said)
+            return error_from_payload(obj) if obj is not None else ErrorDelta(said)
+        why = "the connection was dropped" if dropped else "the body ended early"
+        return ErrorDelta(f"Model response incomplete: {why}.")
 
     def result(self) -> ReadResult:
         acc = self.acc

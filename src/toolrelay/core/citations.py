@@ -226,6 +226,10 @@ def _view_file(arguments: Mapping[str, Any], text: str) -> list[Source] | None:
 def _query_knowledge(arguments: Mapping[str, Any], text: str) -> list[Source] | None:
     """One source per file (or note), first-seen order: its chunks, metadata and distances.
 
+    The three lists are parallel (R11): a chunk without a distance holds `None`
+    in `distances` when another chunk of its source has one; a source none of
+    whose chunks has a distance has no `distances`.
+
     Chunks group by `file_id`, then `note_id`, then the source name, as Open
     WebUI does: two files with one name stay two sources.
     """
@@ -246,8 +250,11 @@ def _query_knowledge(arguments: Mapping[str, Any], text: str) -> list[Source] | 
         source["document"].append(_first_str(chunk, ("content", "text")) or "")
         source["metadata"].append(_chunk_meta(name, file_id, note_id))
         distance = chunk.get("distance")
-        if isinstance(distance, int | float) and not isinstance(distance, bool):
-            source.setdefault("distances", []).append(distance)
+        number = isinstance(distance, int | float) and not isinstance(distance, bool)
+        source.setdefault("distances", []).append(distance if number else None)
+    for source in grouped.values():  # parallel with document/metadata, or absent (R11)
+        if all(d is None for d in source["distances"]):
+            del source["distances"]
     return list(grouped.values())
 
 

@@ -8,7 +8,8 @@ anywhere across `feed()` calls: we work on bytes and decode whole lines only.
 Two deliberate extensions for model streams: `data: [DONE]` ends the response
 (later bytes are ignored), and an event still pending at `flush()` is
 dispatched rather than dropped, so a body that ends without its final blank
-line loses nothing.
+line loses nothing. A bare `error: …` line (llama.cpp and other self-hosted
+servers end a failed stream with one) is kept as `error_line` for the reader.
 
 `NDJSONDecoder` yields one non-blank line (bytes, CR stripped) per object.
 Neither decoder parses JSON: callers do, with orjson, on the hot path.
@@ -51,7 +52,17 @@ class SSEDecoder:
     so no parser state ever spans two `feed()` calls — only unparsed bytes do.
     """
 
-    __slots__ = ("_buf", "_clear", "_data", "_event", "_retry", "_started", "done", "last_event_id")
+    __slots__ = (
+        "_buf",
+        "_clear",
+        "_data",
+        "_event",
+        "_retry",
+        "_started",
+        "done",
+        "error_line",
+        "last_event_id",
+    )
 
     def __init__(self) -> None:
         self._buf = b""
@@ -61,6 +72,9 @@ class SSEDecoder:
         self._started = False
         self.done = False
         self.last_event_id: str | None = None
+        self.error_line: str | None = None
+        """The value of the last bare `error:` line (no `data:`), which self-hosted
+        servers write as their last words; not an SSE field, so nothing is dispatched."""
         self._clear = False
         """Started, not done, nothing held: a read may be one whole event (`feed_raw`)."""
 
@@ -242,6 +256,8 @@ class SSEDecoder:
                 self.last_event_id = value.decode("utf-8", "replace")
         elif name == b"retry" and value.isdigit():
             self._retry = int(value)
+        elif name == b"error" and value.strip():
+            self.error_line = value.strip().decode("utf-8", "replace")
 
 
 def _type_line(head: bytes) -> bool:

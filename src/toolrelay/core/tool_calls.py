@@ -59,9 +59,6 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-_JSON_SPACE = frozenset(" \t\r\n")
-"""Whitespace JSON allows between values (`str.isspace` would also skip e.g. U+00A0)."""
-
 _DECODER = json.JSONDecoder(parse_constant=_no_constant)
 """Strict about `NaN`/`Infinity`: a piece the split keeps must be JSON."""
 
@@ -72,7 +69,8 @@ _DECODER = json.JSONDecoder(parse_constant=_no_constant)
 def split_concatenated(arguments: str) -> list[str]:
     """Split `{"a":1}{"b":2}` into its JSON objects; anything else comes back whole.
 
-    Successive raw decoding with whitespace allowed between objects. Only a run
+    Successive raw decoding with any Unicode whitespace (`str.isspace`: U+2028,
+    a no-break space as well as JSON's four) allowed between objects. Only a run
     of objects splits (R6; Open WebUI also splits `1 2`, `[1][2]`, `"a""b"`): a
     single value, blank text, a non-object piece, trailing garbage or truncated
     JSON all return `[arguments]` unchanged, so splitting never loses or invents text.
@@ -82,7 +80,7 @@ def split_concatenated(arguments: str) -> list[str]:
     pieces: list[str] = []
     pos, end = 0, len(arguments)
     while True:
-        while pos < end and arguments[pos] in _JSON_SPACE:
+        while pos < end and arguments[pos].isspace():
             pos += 1
         if pos >= end:
             break

@@ -269,7 +269,8 @@ def _is_mcp_type(kind: Any) -> bool:
 def _normalise_mcp(parts: list[dict[str, Any]]) -> NormalisedResult:
     """Texts joined by newlines; images and audio become data-URI files.
 
-    A part without string `data` is skipped with a note (an empty data URI is
+    An image or audio part's data is its `data`, or its `blob` when `data` is
+    missing (Open WebUI reads both). A part with neither is skipped with a note (an empty data URI is
     rejected by providers); images inside a text part are extracted.
     """
     texts: list[str] = []
@@ -280,6 +281,8 @@ def _normalise_mcp(parts: list[dict[str, Any]]) -> NormalisedResult:
             texts.append(_mcp_text(_str_field(part, "text"), files))
         elif kind in ("image", "audio"):
             data = part.get("data")
+            if not (isinstance(data, str) and data):
+                data = part.get("blob")  # some servers name it as a resource's field
             if isinstance(data, str) and data:
                 files.append(_media_file(kind, part.get("mimeType"), data))
             else:

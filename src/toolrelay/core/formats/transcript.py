@@ -31,7 +31,8 @@ An empty block (no code, no output) is not replayed. Reasoning text is the
 item's `content` (`output_text` or `reasoning_text` parts), or its `summary`
 when content is empty. OpenRouter `reasoning_details` kept on reasoning items
 go back as the assistant message's `reasoning_details`, whatever the
-reasoning mode (Gemini 3 and Anthropic tool loops need their signatures).
+reasoning mode (Gemini 3 and Anthropic tool loops need their signatures),
+except Anthropic thinking text that has no signature (Anthropic refuses it).
 """
 
 from __future__ import annotations
@@ -103,11 +104,28 @@ def _reasoning_text(item: Mapping[str, Any]) -> str:
 
 
 def _reasoning_details(item: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """OpenRouter `reasoning_details` kept on a reasoning item, copied for the request."""
+    """OpenRouter `reasoning_details` kept on a reasoning item, copied for the request.
+
+    An Anthropic thinking text without its signature is left out: Anthropic rejects
+    a thinking block whose signature is missing ("Invalid signature in thinking
+    block"), as Open WebUI and OpenRouter's SDK know; encrypted entries go back.
+    """
     details = item.get("details")
     if not isinstance(details, list):
         return []
-    return [copy.deepcopy(d) for d in details if isinstance(d, dict)]
+    return [copy.deepcopy(d) for d in details if isinstance(d, dict) and not _unsigned(d)]
+
+
+def _unsigned(detail: Mapping[str, Any]) -> bool:
+    """An Anthropic `reasoning.text` detail with no (non-empty string) `signature`."""
+    form = detail.get("format")
+    signature = detail.get("signature")
+    return (
+        isinstance(form, str)
+        and form.startswith("anthropic-claude")
+        and detail.get("type") == "reasoning.text"
+        and not (isinstance(signature, str) and signature)
+    )
 
 
 def _empty_code(item: Mapping[str, Any]) -> bool:

@@ -20,7 +20,9 @@ llama.cpp):
    a new slot, whose duplicate id the accumulator replaces. A slot without a
    provider id gets a minted `call_<24 hex>` id, announced once on its
    introducing delta.
-4. Nothing here raises on odd input: whatever cannot be read is skipped.
+4. Content that is a JSON object (Cloudflare Workers AI's answer to a JSON
+   prompt) is text: its compact JSON.
+5. Nothing here raises on odd input: whatever cannot be read is skipped.
 
 The common case, a text-only delta, costs a handful of dict lookups: no
 pydantic, no exceptions, no copies.
@@ -190,6 +192,8 @@ class ChatCompletionsDecoder:
                 out.append(TextDelta(content))
             elif content.__class__ is list:
                 _content_parts(content, out)
+            elif content.__class__ is dict:  # Workers AI: a JSON answer as an object
+                out.append(TextDelta(_compact(content)))
         calls = delta.get("tool_calls")
         if calls and calls.__class__ is list:
             for call in calls:
@@ -290,8 +294,26 @@ def _more_arguments(delta: dict[str, Any], by_index: dict[int, int]) -> tuple[in
 
 
 def completion_to_deltas(body: dict[str, Any]) -> list[Delta]:
-    """Translate a whole non-streaming `chat.completion` body."""
+    """Translate a whole non-streaming `chat.completion` body.
+
+    A whole body's answer is its choice's `message`: Perplexity sends an empty
+    `delta` beside it, which a stream's reading would take instead (and lose
+    the answer), so a choice holding a `message` is read without its `delta`.
+    """
+    choices = body.get("choices") if body.__class__ is dict else None
+    if choices.__class__ is list and any(_message_beside_delta(c) for c in choices):
+        whole = [
+            {k: v for k, v in c.items() if k != "delta"} if _message_beside_delta(c) else c
+            for c in choices
+        ]
+        body = {**body, "choices": whole}
     return ChatCompletionsDecoder().feed(body)
+
+
+def _message_beside_delta(choice: Any) -> bool:
+    return (
+        choice.__class__ is dict and "delta" in choice and choice.get("message").__class__ is dict
+    )
 
 
 def error_from_payload(obj: Any) -> ErrorDelta:
