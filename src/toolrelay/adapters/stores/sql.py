@@ -86,6 +86,7 @@ from toolrelay.adapters.stores.sql_index import (
     index_title,
     keep_outputs,
 )
+from toolrelay.adapters.stores.whole import uninterruptible
 from toolrelay.core.ids import new_id
 from toolrelay.engine.interfaces import Message
 
@@ -124,10 +125,11 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     A new database gets incremental auto-vacuum (it must be set before the first table):
     deleting chats can then give their pages back (`SQLStore.reclaim`)."""
     cursor = dbapi_connection.cursor()
+    # first: the pragmas after it wait for a lock another connection holds, not fail
+    cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
     cursor.execute("PRAGMA auto_vacuum=INCREMENTAL")
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
     cursor.close()
 
 
@@ -257,8 +259,10 @@ async def _require_user(session: AsyncSession, user_id: str) -> None:
         raise NotFoundError(f"user {user_id!r} not found")
 
 
+@uninterruptible
 class SQLStore:
-    """One async engine, a session per call; records out, rows never leave this module."""
+    """One async engine, a session per call; records out, rows never leave this module.
+    A call runs to its end even when its caller is cancelled (`whole`)."""
 
     def __init__(self, engine: AsyncEngine, *, clock: Clock = utc_now) -> None:
         self._engine = engine
