@@ -73,6 +73,7 @@ def serve(
         require_for_urls(settings.database_url, settings.events_url)
         if settings.otel_endpoint:
             require("otel_endpoint", "otel", OTEL)
+        _check_database(settings)  # before logging is set up: no migration's INFO lines
         redact = _configure_logs(settings)  # before the registry: its warnings formatted, masked
         _make_dir(settings.data_dir)
         registry = build_registry(settings)  # every configuration problem before the model loads
@@ -113,6 +114,17 @@ def serve(
     finally:
         if local is not None:
             local.close()
+
+
+def _check_database(settings: Settings) -> None:
+    """Open (and migrate) the database once before anything starts: one line if it
+    cannot be used (`ConfigError`), before a model loads or a worker is spawned."""
+    import asyncio
+
+    from toolrelay.server.workers import check_database
+
+    _make_dir(settings.data_dir)
+    asyncio.run(check_database(settings))
 
 
 def _configure_logs(settings: Settings) -> Redactor:

@@ -28,7 +28,7 @@ import shutil
 import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from toolrelay.config.settings import Settings
 from toolrelay.errors import ConfigError
@@ -93,6 +93,62 @@ def check_workers(workers: int, settings: Settings, *, local: bool) -> None:
         )
 
 
+async def check_database(settings: Settings) -> None:
+    """Open (and migrate) the database once before anything listens: a database that
+    cannot be used is one line naming it (`ConfigError`), not a worker's traceback."""
+    from toolrelay.adapters.stores.sql import SQLStore
+
+    _sqlite_readable(settings.database_url)
+    store = await _opened(SQLStore, settings.database_url)
+    await store.close()
+
+
+def _sqlite_readable(url: str) -> None:
+    """An existing SQLite file is read once with the standard library first: a file that
+    is not a database fails here, cleanly, not inside aiosqlite's thread (whose failed
+    connection then reports on a closed loop, a traceback after the one line)."""
+    import sqlite3
+    from urllib.parse import quote
+
+    from sqlalchemy.engine import make_url
+
+    parsed = make_url(url)
+    path = parsed.database
+    if parsed.get_backend_name() != "sqlite" or not path or path == ":memory:":
+        return
+    if path.startswith("file:") or not os.path.exists(os.path.expanduser(path)):
+        return  # a URI (its own options) or a file SQLite creates
+    try:
+        where = quote(os.path.expanduser(path))
+        connection = sqlite3.connect(f"file:{where}?mode=rw", uri=True)
+        try:
+            connection.execute("PRAGMA schema_version").fetchone()
+        finally:
+            connection.close()
+    except sqlite3.Error as exc:
+        raise ConfigError(database_problem(url, exc)) from None
+
+
+async def _opened(store_class: Any, url: str) -> Any:
+    try:
+        return await store_class.open(url)
+    except (Exception, TimeoutError) as exc:
+        raise ConfigError(database_problem(url, exc)) from None
+
+
+def database_problem(url: str, exc: BaseException) -> str:
+    """One line: which database (its password hidden) and what its driver said."""
+    from sqlalchemy.engine import make_url
+
+    try:
+        shown = make_url(url).render_as_string(hide_password=True)
+    except Exception:
+        shown = "(an unparseable URL)"
+    cause = getattr(exc, "orig", None) or exc
+    said = str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
+    return f"database_url: cannot use the database {shown}: {said}"
+
+
 async def prepare(settings: Settings) -> str | None:
     """Migrate the database and make sure of the admin key, once, before the workers start.
 
@@ -102,7 +158,7 @@ async def prepare(settings: Settings) -> str | None:
     from toolrelay.server.app import ensure_admin_key
 
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    store = await SQLStore.open(settings.database_url)
+    store: SQLStore = await _opened(SQLStore, settings.database_url)
     try:
         return await ensure_admin_key(store, settings.admin_key)
     finally:
