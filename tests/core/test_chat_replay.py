@@ -52,7 +52,7 @@ def test_a_second_result_for_an_earlier_call_is_seen() -> None:
     replay = ChatReplay()
     output = [call("c1"), result("c1", "old"), msg("b")]
     replay.messages(output)
-    output.append(result("c1", "new"))  # the last result wins, as in a full conversion
+    output.append(result("c1", "new"))  # a stray: the first result stays (k-th with k-th)
     assert replay.messages(output) == to_chat_messages(output)
 
 

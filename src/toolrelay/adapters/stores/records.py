@@ -14,8 +14,7 @@ from typing import Any, Final
 import orjson
 
 from toolrelay.adapters.stores.base import StoredMessage, TurnFields
-from toolrelay.core.formats.transcript import to_chat_messages
-from toolrelay.core.items import as_items
+from toolrelay.core.formats.transcript import to_chat_messages, unique_call_ids
 from toolrelay.core.status import TurnStatus
 from toolrelay.engine.interfaces import Message
 
@@ -90,15 +89,17 @@ def history_messages(messages: list[StoredMessage]) -> list[Message]:
     """Chat Completions history: stored user/system messages, assistant turns expanded.
 
     An assistant turn becomes its items replayed by `to_chat_messages` (tool calls
-    and results included); a turn without items falls back to its text, and a turn
+    and results included, a call id reused across turns given a fresh one); a turn without items falls back to its text, and a turn
     with neither is left out (providers reject empty assistant messages).
     """
     history: list[Message] = []
-    for message in messages:
+    # a call id reused across turns (Kimi restarts `functions.x:0` each round) made unique
+    turns = unique_call_ids([m.output or [] if m.role == "assistant" else [] for m in messages])
+    for message, items in zip(messages, turns, strict=True):
         if message.role != "assistant":
             history.append({"role": message.role, "content": message.content})
             continue
-        expanded = to_chat_messages(as_items(message.output)) if message.output else []
+        expanded = to_chat_messages(items) if items else []
         if expanded:
             history.extend(expanded)
         elif message.content:

@@ -8,6 +8,11 @@ histories (`repair_history`) so a provider never sees a dangling tool call.
 
 Rules the Chat Completions form keeps, because providers reject anything else:
 
+0. A call id used twice (a saved or imported chat, a provider that reuses
+   ids) pairs the k-th output of the id with its k-th call, and the second
+   and later pairs go back under a fresh id derived from the old one and k
+   (`_Pairing`; the same for Responses input, and across a saved chat's turns
+   with `unique_call_ids`).
 1. A call is replayed only when both its `function_call` item and a
    `function_call_output` item with the same `call_id` exist. Unanswered
    calls and orphan outputs are dropped.
@@ -38,6 +43,7 @@ except Anthropic thinking text that has no signature (Anthropic refuses it).
 from __future__ import annotations
 
 import copy
+import hashlib
 import html
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -54,6 +60,7 @@ __all__ = [
     "repair_history",
     "to_chat_messages",
     "to_responses_input",
+    "unique_call_ids",
     "used_call_ids",
 ]
 
@@ -74,6 +81,54 @@ def _call_id(item: Mapping[str, Any]) -> str | None:
     """An item's `call_id` when it is a usable one (hostile output may hold a dict)."""
     call_id = item.get("call_id")
     return call_id if isinstance(call_id, str) and call_id else None
+
+
+def _reused_id(call_id: str, k: int) -> str:
+    """The id the k-th (k >= 1, from 0) reuse of `call_id` goes back with: derived, so a
+    saved chat replays with the same ids every time (a provider's prompt cache holds)."""
+    digest = hashlib.sha256(f"{call_id}\0{k}".encode("utf-8", "surrogatepass")).hexdigest()
+    return f"call_{digest[:24]}"
+
+
+class _Pairing:
+    """Pairs the k-th output of a call id with the k-th call of that id (rule 0).
+
+    `feed` returns the item itself, or for the second and later call (or output)
+    of an id a copy with a fresh `call_id`, the same for the k-th call and the
+    k-th output, so each call meets its own result however the id was reused.
+    """
+
+    __slots__ = ("calls", "outputs")
+
+    def __init__(self, calls: dict[str, int] | None = None, outputs: dict[str, int] | None = None):
+        self.calls: dict[str, int] = dict(calls or {})
+        self.outputs: dict[str, int] = dict(outputs or {})
+
+    def copy(self) -> _Pairing:
+        return _Pairing(self.calls, self.outputs)
+
+    def feed(self, item: Mapping[str, Any]) -> Mapping[str, Any]:
+        if is_call(item):
+            counts = self.calls
+        elif is_call_output(item):
+            counts = self.outputs
+        else:
+            return item
+        call_id = _call_id(item)
+        if call_id is None:
+            return item
+        k = counts.get(call_id, 0)
+        counts[call_id] = k + 1
+        return item if k == 0 else {**item, "call_id": _reused_id(call_id, k)}
+
+
+def unique_call_ids(
+    outputs: Sequence[Sequence[Mapping[str, Any]]],
+) -> list[list[Mapping[str, Any]]]:
+    """Several turns' items (a saved chat's, in order) with every reused call id made
+    unique across all of them, the k-th output of an id staying with its k-th call."""
+    pairing = _Pairing()
+    return [[pairing.feed(item) for item in output] for output in outputs]
 
 
 def _answered_call_ids(output: Sequence[Mapping[str, Any]]) -> set[str]:
@@ -267,6 +322,8 @@ def to_chat_messages(
     output: Sequence[Mapping[str, Any]], *, reasoning: ReasoningReplay = "none"
 ) -> list[dict[str, Any]]:
     """Chat Completions messages to append after the history for this turn's items."""
+    pairing = _Pairing()
+    output = [pairing.feed(item) for item in output]
     answered = _answered_call_ids(output)
     outputs: dict[str, Mapping[str, Any]] = {
         i["call_id"]: i for i in output if is_call_output(i) and _call_id(i) in answered
@@ -295,29 +352,44 @@ class ChatReplay:
     `to_chat_messages(output, reasoning=…)` for any output (tested against it).
     """
 
-    __slots__ = ("_call_ids", "_items", "_messages", "_outputs", "_reasoning")
+    __slots__ = (
+        "_call_ids",
+        "_items",
+        "_messages",
+        "_outputs",
+        "_pairing",
+        "_raw_ids",
+        "_reasoning",
+    )
 
     def __init__(self) -> None:
         self._reasoning: ReasoningReplay | None = None
         self._items: list[Mapping[str, Any]] = []
         self._messages: list[dict[str, Any]] = []
+        self._raw_ids: set[str | None] = set()
+        """Call ids of the prefix's `function_call` items, as the items hold them."""
         self._call_ids: set[str | None] = set()
-        """Call ids of the prefix's `function_call` items."""
+        """The same once paired (`_Pairing`: a reused id made unique)."""
         self._outputs: dict[str, Mapping[str, Any]] = {}
-        """The prefix's `function_call_output` items by call id, the last one winning."""
+        """The prefix's paired `function_call_output` items by call id."""
+        self._pairing = _Pairing()
+        """The pairing's counts after the prefix."""
 
     def messages(
         self, output: Sequence[Mapping[str, Any]], *, reasoning: ReasoningReplay = "none"
     ) -> list[dict[str, Any]]:
         if not self._reusable(output, reasoning):
             self._reasoning = reasoning
-            self._items, self._messages, self._call_ids, self._outputs = [], [], set(), {}
+            self._items, self._messages, self._outputs = [], [], {}
+            self._raw_ids, self._call_ids, self._pairing = set(), set(), _Pairing()
         start = len(self._items)
-        new = output[start:]
+        raw = output[start:]
+        pairing = self._pairing.copy()
+        new = [pairing.feed(item) for item in raw]
         outputs = dict(self._outputs)
         for item in new:
             if is_call_output(item) and (call_id := _call_id(item)) is not None:
-                outputs[call_id] = item
+                outputs.setdefault(call_id, item)
         calls = self._call_ids | {_call_id(i) for i in new if is_call(i)}
         answered = {c for c in calls if c is not None and c in outputs}
         builder = _ChatBuilder(
@@ -330,7 +402,7 @@ class ChatReplay:
             builder.add(item, answered)
             if not (builder.texts or builder.thoughts or builder.details or builder.calls):
                 kept, kept_messages = index, len(builder.messages)
-        self._remember(new[:kept], builder.messages[:kept_messages])
+        self._remember(raw[:kept], new[:kept], builder.messages[:kept_messages])
         builder.flush()
         return builder.messages
 
@@ -340,17 +412,24 @@ class ChatReplay:
             return False
         if any(a is not b for a, b in zip(items, output, strict=False)):
             return False
-        seen = self._call_ids
+        seen = self._raw_ids
         return not any(is_call_output(i) and _call_id(i) in seen for i in output[len(items) :])
 
-    def _remember(self, items: Sequence[Mapping[str, Any]], messages: list[dict[str, Any]]) -> None:
-        self._items.extend(items)
+    def _remember(
+        self,
+        raw: Sequence[Mapping[str, Any]],
+        paired: Sequence[Mapping[str, Any]],
+        messages: list[dict[str, Any]],
+    ) -> None:
+        self._items.extend(raw)
         self._messages = messages
-        for item in items:
+        for original, item in zip(raw, paired, strict=True):
+            self._pairing.feed(original)
             if is_call(item):
+                self._raw_ids.add(_call_id(original))
                 self._call_ids.add(_call_id(item))
             elif is_call_output(item) and (call_id := _call_id(item)) is not None:
-                self._outputs[call_id] = item
+                self._outputs.setdefault(call_id, item)
 
 
 def _responses_output(value: object) -> str | list[dict[str, Any]]:
@@ -429,6 +508,9 @@ def to_responses_input(
     continuation, R14: the calls live in the previous response, and their
     outputs are sent alone); the orphan rule is judged over it.
     """
+    if context is None:  # stateful: the calls live upstream under the ids they were sent with
+        pairing = _Pairing()
+        output = [pairing.feed(item) for item in output]
     answered = _answered_call_ids(output if context is None else context)
     converted: list[dict[str, Any]] = []
     for item in output:
