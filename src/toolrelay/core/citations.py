@@ -75,19 +75,22 @@ def saved_sources(output: Sequence[Mapping[str, Any]]) -> list[Source]:
     """The citation sources of a saved turn, as its `source` events gave them live.
 
     Sources are events, not stored items; a client that loads a saved chat (the web
-    page after a reload) gets them from the turn's completed tool calls again.
+    page after a reload) gets them from the turn's completed tool calls again, and
+    the ones a tool emitted itself from its output item's `sources`, in call order.
     """
-    results = {
-        item.get("call_id"): item
-        for item in output
-        if item.get("type") == "function_call_output"
-        and item.get("status", "completed") == "completed"
+    outputs = {
+        item.get("call_id"): item for item in output if item.get("type") == "function_call_output"
     }
     sources: list[Source] = []
     for item in output:
+        result = outputs.get(item.get("call_id"))
+        if item.get("type") != "function_call" or result is None:
+            continue
+        emitted = result.get("sources")
+        if isinstance(emitted, list):
+            sources += [dict(s) for s in emitted if isinstance(s, Mapping)]
         name = item.get("name")
-        result = results.get(item.get("call_id"))
-        if item.get("type") != "function_call" or result is None or name not in CITATION_TOOLS:
+        if name not in CITATION_TOOLS or result.get("status", "completed") != "completed":
             continue
         arguments = _loads(str(item.get("arguments") or "{}"))
         sources += citation_sources(

@@ -368,6 +368,7 @@ class Turn:
         by_id = {c["id"]: c for c in batch.calls}
         self.output = [by_id.get(i["id"], i) if is_call(i) else i for i in self.output]
         self.output.extend(batch.outputs)
+        self.output.extend(batch.text)  # what the tools wrote (`engine.tool_events`)
         return batch.outcome
 
     async def _answered_again(self, calls: Sequence[FunctionCallItem]) -> bool:

@@ -20,6 +20,7 @@ from toolrelay.core.events import Event
 from toolrelay.core.items import (
     FunctionCallItem,
     FunctionCallOutputItem,
+    Item,
     function_call_output_item,
     updated,
 )
@@ -41,6 +42,7 @@ from toolrelay.engine.interfaces import Tool, ToolContext
 from toolrelay.engine.limits import RunLimits
 from toolrelay.engine.observer import ToolCall, TurnObserver
 from toolrelay.engine.pending import PendingCalls
+from toolrelay.engine.tool_events import BatchEvents
 from toolrelay.engine.tool_timer import ToolTimer
 
 Emit = Callable[[Event], Awaitable[None]]
@@ -64,6 +66,8 @@ class ToolEnv:
     """The calls' timeouts, on one timer for the turn (the turn closes it)."""
     whole: dict[str, str] = field(default_factory=dict)
     """Whole texts of the results cut for the model, by output item id (`core.result_cap`)."""
+    events: BatchEvents | None = None
+    """What the running batch's tools emit (`engine.tool_events`); set by `run_batch`."""
 
 
 @dataclass(slots=True)
@@ -97,6 +101,8 @@ class BatchResult:
     outputs: list[FunctionCallOutputItem]
     """One function_call_output per call, in call order."""
     outcome: BatchOutcome
+    text: list[Item] = field(default_factory=list)
+    """The message item the tools wrote (`message`/`replace` events), after the outputs."""
 
 
 async def run_batch(
@@ -111,6 +117,7 @@ async def run_batch(
             f"{env.repeats.count} times in a row."
         )
     results: list[FunctionCallOutputItem | None] = [None] * len(prepared)
+    events = env.events = BatchEvents(env.emit, base_index + len(prepared))
 
     async def one(i: int) -> None:
         results[i] = await _run_one(prepared[i], env, base_index + i)
@@ -125,7 +132,8 @@ async def run_batch(
             group.append(i)
     await _gather(group, one, env.limits.max_concurrency)
     outputs = [r for r in results if r is not None]
-    return BatchResult([p.call for p in prepared], outputs, outcome)
+    text = await events.close()
+    return BatchResult([p.call for p in prepared], outputs, outcome, text)
 
 
 async def _gather(
@@ -200,6 +208,8 @@ async def _run_one(prep: _Prepared, env: ToolEnv, index: int) -> FunctionCallOut
         output["files"] = list(result.files)
     if result.embeds:
         output["embeds"] = list(result.embeds)
+    if env.events is not None:
+        output = env.events.marked(output)
     output, whole = cap_output(output, env.limits.tool_result_max_bytes)
     if whole is not None:
         env.whole[output["id"]] = whole
@@ -248,7 +258,7 @@ async def _invoke(
         return _judged(normalise_result(raw, direct=True))
     timeout = spec.timeout if spec.timeout is not None else env.limits.tool_timeout
     # a tool that reads no context (a `@tool` function declaring none) gets the turn's own
-    context = env.context if _reads_no_context(tool) else replace(env.context, call_id=call_id)
+    context = env.context if _reads_no_context(tool) else _call_context(env, call_id)
     timer = env.timer
     guard = timer.start(timeout)
     try:
@@ -268,6 +278,13 @@ async def _invoke(
         raise
     timer.end(guard)
     return _judged(normalise_result(raw, direct=False))
+
+
+def _call_context(env: ToolEnv, call_id: str) -> ToolContext:
+    """The context of one call: its id, and an `__event_emitter__` whose events land on it."""
+    if env.events is None or env.context.event_emitter is None:
+        return replace(env.context, call_id=call_id)
+    return replace(env.context, call_id=call_id, event_emitter=env.events.emitter(call_id))
 
 
 def _judged(result: NormalisedResult) -> tuple[NormalisedResult, str]:

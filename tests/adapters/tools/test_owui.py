@@ -15,7 +15,7 @@ from toolrelay.adapters.tools.owui import (
     load_filters,
 )
 from toolrelay.core import events as ev
-from toolrelay.core.items import is_call_output
+from toolrelay.core.items import is_call_output, output_text
 from toolrelay.engine.interfaces import ToolContext
 from toolrelay.errors import ConfigError
 from toolrelay.testing.scripted_model import ScriptedModel, reply
@@ -85,9 +85,12 @@ async def test_citations_messages_metadata_and_self_citation_through_the_loop() 
         "TOOL:web_notes_tool/cite_page",
         "TOOL:web_notes_tool/save_note",
     }
-    assert [e.data for e in sink.events if e.type == "message"] == [
-        {"content": "Read https://example.org\n"}
-    ]
+    # the tool's `message` is text of the turn: a delta live, a message item saved
+    assert [e.data["delta"] for e in sink.events if e.type == ev.OUTPUT_TEXT_DELTA][0] == (
+        "Read https://example.org\n"
+    )
+    written = [i for i in result.output if i["type"] == "message"][0]
+    assert output_text([written]) == "Read https://example.org\n"
     saved = [i for i in result.output if is_call_output(i)][1]["output"]
     assert saved == '{"saved": "hi", "chat": "chat_1", "tool": "web_notes_tool"}'
 

@@ -151,8 +151,16 @@ class ToolCard {
     this.progressText = `${data.progress ?? ""}${total}${msg}`.trim();
     this.mark("progress");
   }
+  // A tool's own `status` event: its description, until the next one.
+  setStatus(data) {
+    if (data.hidden || !data.description) return;
+    this.progressText = String(data.description);
+    this.mark("progress");
+  }
   setOutput(item) {
     this.output = item;
+    const shown = (item.statuses || []).filter((s) => s && !s.hidden && s.description);
+    if (shown.length) this.setStatus(shown[shown.length - 1]);
     this.mark("result");
   }
   flush() {
@@ -306,6 +314,16 @@ export class TurnView {
       case "tool:progress": {
         const card = this.cards.get(data.call_id);
         if (card) card.setProgress(data);
+        return;
+      }
+      case "status": {
+        const card = this.cards.get(data.call_id);
+        if (card) card.setStatus(data);
+        return;
+      }
+      case "chat:message": {
+        const view = this.view(data);
+        if (view && view.setText) view.setText(String(data.content || ""));
         return;
       }
       case "tool:approval": return this.later(() => this.approval(data));
