@@ -47,6 +47,34 @@ class UTCDateTime(TypeDecorator[datetime]):
         return value.astimezone(UTC)
 
 
+def _without_nul(value: str | None, dialect: Dialect) -> str | None:
+    if value is None or dialect.name != "postgresql" or "\x00" not in value:
+        return value
+    return value.replace("\x00", "\ufffd")
+
+
+class NulSafeText(TypeDecorator[str]):
+    """TEXT that PostgreSQL accepts whatever a client sent: it refuses U+0000 in text
+    (`CharacterNotInRepertoireError`), so each NUL is stored as U+FFFD there; SQLite keeps
+    it. JSON columns need nothing: JSON writes NUL as `\\u0000`."""
+
+    impl = Text
+    cache_ok = True
+
+    def process_bind_param(self, value: str | None, dialect: Dialect) -> str | None:
+        return _without_nul(value, dialect)
+
+
+class NulSafeString(TypeDecorator[str]):
+    """VARCHAR(n) with NUL stored as U+FFFD on PostgreSQL (`NulSafeText`)."""
+
+    impl = String
+    cache_ok = True
+
+    def process_bind_param(self, value: str | None, dialect: Dialect) -> str | None:
+        return _without_nul(value, dialect)
+
+
 class Base(DeclarativeBase):
     pass
 
@@ -55,7 +83,7 @@ class UserRow(Base):
     __tablename__ = "users"
 
     id: Mapped[str] = mapped_column(String(64), primary_key=True)
-    name: Mapped[str] = mapped_column(String(255))
+    name: Mapped[str] = mapped_column(NulSafeString(255))
     is_admin: Mapped[bool] = mapped_column(Boolean, default=False)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
 
@@ -67,7 +95,7 @@ class ApiKeyRow(Base):
     user_id: Mapped[str] = mapped_column(
         String(64), ForeignKey("users.id", ondelete="CASCADE"), index=True
     )
-    name: Mapped[str] = mapped_column(String(255), default="")
+    name: Mapped[str] = mapped_column(NulSafeString(255), default="")
     prefix: Mapped[str] = mapped_column(String(16))
     key_hash: Mapped[str] = mapped_column(String(64), unique=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
@@ -81,9 +109,9 @@ class ChatRow(Base):
 
     id: Mapped[str] = mapped_column(String(64), primary_key=True)
     user_id: Mapped[str] = mapped_column(String(64), ForeignKey("users.id", ondelete="CASCADE"))
-    title: Mapped[str | None] = mapped_column(Text, nullable=True)
+    title: Mapped[str | None] = mapped_column(NulSafeText, nullable=True)
     tags: Mapped[list[str]] = mapped_column(JSON, default=list)
-    model: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    model: Mapped[str | None] = mapped_column(NulSafeString(255), nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
 
@@ -104,7 +132,7 @@ class MessageRow(Base):
     status: Mapped[str | None] = mapped_column(String(32), nullable=True)
     error: Mapped[Any] = mapped_column(JSON(none_as_null=True), nullable=True)
     timings: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True), nullable=True)
-    model: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    model: Mapped[str | None] = mapped_column(NulSafeString(255), nullable=True)
     follow_ups: Mapped[list[str]] = mapped_column(JSON, default=list)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
@@ -128,7 +156,7 @@ class SearchDocRow(Base):
     message_id: Mapped[str | None] = mapped_column(
         String(64), ForeignKey("messages.id", ondelete="CASCADE"), nullable=True, unique=True
     )
-    body: Mapped[str] = mapped_column(Text)
+    body: Mapped[str] = mapped_column(NulSafeText)
 
 
 class ToolOutputRow(Base):
@@ -142,7 +170,7 @@ class ToolOutputRow(Base):
         String(64), ForeignKey("chats.id", ondelete="CASCADE"), index=True
     )
     message_id: Mapped[str] = mapped_column(String(64))
-    body: Mapped[str] = mapped_column(Text)
+    body: Mapped[str] = mapped_column(NulSafeText)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
 
 
