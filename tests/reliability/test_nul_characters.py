@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 
 from tests.adapters.stores.conftest import postgres_database
-from tests.reliability.conftest import Running
+from tests.server.conftest import Running
 from tests.server.observe.test_request_log import ask, logged
 from tests.server.test_openai_api import text_reply
 from toolrelay.adapters.stores import NewChat
