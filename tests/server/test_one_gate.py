@@ -69,7 +69,8 @@ WITH_BOTH = [op for op in WITH_AUTH if op in WITH_BODY]
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, FastAPI]]:
     tmp = Path(tmp_path_factory.mktemp("gate"))
     with FakeModelServer() as upstream:
-        settings = make_settings(tmp, upstream, max_body_bytes=LIMIT)
+        # every route is tried with a bad key: no failure limit (tests/security tests it)
+        settings = make_settings(tmp, upstream, max_body_bytes=LIMIT, auth={"max_failures": 0})
         thread = ServerThread(settings)
         app = thread.server.config.app
         assert isinstance(app, FastAPI)

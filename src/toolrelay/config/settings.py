@@ -33,6 +33,7 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from toolrelay.config.access import AuthConfig, WebConfig
 from toolrelay.config.code import CodeInterpreterConfig
 from toolrelay.config.messages import describe
 from toolrelay.config.route_http import (
@@ -323,6 +324,8 @@ class Settings(BaseSettings):
     keepalive_s: float = Field(default=10.0, gt=0)
     """A streamed /v1 answer silent this long (tools running) gets an SSE comment."""
     cors_origins: list[str] = Field(default_factory=list)
+    auth: AuthConfig = Field(default_factory=AuthConfig)
+    web: WebConfig = Field(default_factory=WebConfig)
     local: bool = True
     """With no model configured, serve the embedded model as route `local` (`config.local`)."""
     local_threads: int | None = Field(default=None, ge=1)

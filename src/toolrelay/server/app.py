@@ -47,6 +47,7 @@ from toolrelay.server.shutdown import Stopping
 from toolrelay.server.startup_log import log_startup
 from toolrelay.server.streams import cancel_streams
 from toolrelay.server.telemetry import Telemetry
+from toolrelay.server.throttle import FailureLimiter
 from toolrelay.server.tool_probe import ToolProbe
 from toolrelay.server.turns import TurnManager
 from toolrelay.server.v1_front import V1Front, lean_routes
@@ -145,6 +146,9 @@ def create_app(
             settings, store, bus, live, turns, KeyCache(store), stopping, secret
         )
         app.state.services.api_log = api_log = ApiTurnLog(store, settings)
+        app.state.services.failures = FailureLimiter(
+            settings.auth.max_failures, settings.auth.window_s
+        )
         probe = ToolProbe(live.toolbox, settings.tool_probe_s)
         servers = await probe.run()
         log_startup(settings, live, f"http://{settings.host}:{settings.port}/", servers)

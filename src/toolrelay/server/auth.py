@@ -24,6 +24,7 @@ from fastapi import Request
 from toolrelay.adapters.stores import Store, User
 from toolrelay.server.errors import APIError
 from toolrelay.server.session import COOKIE, CSRF_HEADER, SAFE_METHODS, csrf_ok, verify
+from toolrelay.server.throttle import FailureLimiter
 
 
 class KeyCache:
@@ -44,9 +45,13 @@ class KeyCache:
     async def user(self, key: str) -> User | None:
         return await self._lookup(key, self._store.user_for_key)
 
-    async def user_by_key_id(self, key_id: str) -> User | None:
-        """The owner of an active key, by the key's id (a browser session names its key)."""
-        return await self._lookup("\x00id:" + key_id, lambda _: self._store.user_for_key_id(key_id))
+    async def user_for_session(self, key_id: str, session_id: str) -> User | None:
+        """The owner of a browser session's key, while the key is active and the session
+        was not signed out."""
+        return await self._lookup(
+            f"\x00session:{session_id}:{key_id}",
+            lambda _: self._store.user_for_session(key_id, session_id),
+        )
 
     async def _lookup(
         self, key: str, fetch: Callable[[str], Awaitable[User | None]]
@@ -99,6 +104,11 @@ class KeyCache:
         self._cache.clear()
 
 
+def client_address(request: Request) -> str:
+    """The caller's address as uvicorn reports it (behind a trusted proxy: the forwarded one)."""
+    return request.client.host if request.client is not None else "unknown"
+
+
 def request_key(request: Request) -> str | None:
     header = request.headers.get("authorization", "")
     scheme, _, value = header.partition(" ")
@@ -107,7 +117,14 @@ def request_key(request: Request) -> str | None:
     return request.headers.get("x-api-key") or None
 
 
-async def authenticate(request: Request, cache: KeyCache, secret: bytes | None = None) -> User:
+async def authenticate(
+    request: Request,
+    cache: KeyCache,
+    secret: bytes | None = None,
+    failures: FailureLimiter | None = None,
+) -> User:
+    """The caller, by API key or session cookie; a wrong key counts against `failures`
+    (too many: 429, before the key is even looked up)."""
     key = request_key(request)
     token = request.cookies.get(COOKIE) if secret is not None else None
     if key is None and token and secret is not None:
@@ -118,8 +135,13 @@ async def authenticate(request: Request, cache: KeyCache, secret: bytes | None =
             "Missing API key: send it as 'Authorization: Bearer <key>'.",
             code="missing_api_key",
         )
+    address = client_address(request)
+    if failures is not None:
+        failures.check(address, key)
     user = await cache.user(key)
     if user is None:
+        if failures is not None:
+            failures.failed(address, key)
         raise APIError(401, "Invalid or revoked API key.", code="invalid_api_key")
     return user
 
@@ -135,9 +157,11 @@ async def session_user(request: Request, cache: KeyCache, secret: bytes, token: 
         raise APIError(
             403, "Missing or wrong X-CSRF-Token for a cookie session.", code="csrf_failed"
         )
-    user = await cache.user_by_key_id(session.key_id)
+    user = await cache.user_for_session(session.key_id, session.id)
     if user is None or user.id != session.user_id:
         raise APIError(
-            401, "The API key of this session was revoked: sign in again.", code="session_revoked"
+            401,
+            "This session was signed out, or its API key revoked: sign in again.",
+            code="session_revoked",
         )
     return user

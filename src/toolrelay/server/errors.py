@@ -54,8 +54,11 @@ class APIError(Exception):
         code: str | None = None,
         param: str | None = None,
         type: str | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(message)
+        self.headers = dict(headers or {})
+        """Sent with the error (`Retry-After` on a 429)."""
         self.status = status
         self.message = message
         self.code = code
@@ -82,8 +85,8 @@ def error_response(exc: APIError) -> JSONBody:
     if exc.status >= 500 and request_id:
         message = f"{message} (request id {request_id})"
     body = error_body(message, type=exc.type, code=exc.code, param=exc.param)
-    headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
-    return JSONBody(body, status_code=exc.status, headers=headers)
+    headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else {}
+    return JSONBody(body, status_code=exc.status, headers={**headers, **exc.headers})
 
 
 def _location(loc: tuple[Any, ...]) -> str:

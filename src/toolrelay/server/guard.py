@@ -218,7 +218,7 @@ async def admit(request: Request, admission: Admission) -> Admitted:
     user = None
     if admission.auth is not Auth.NONE:
         svc: Services = request.app.state.services
-        user = await authenticate(request, svc.keys, svc.session_secret)
+        user = await authenticate(request, svc.keys, svc.session_secret, svc.failures)
         if admission.auth is Auth.ADMIN and not user.is_admin:
             raise APIError(403, "This endpoint needs an admin API key.", code="not_admin")
     body = validate(admission.body, value) if admission.body is not None else None

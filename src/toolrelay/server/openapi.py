@@ -100,6 +100,10 @@ class KeyOut(_Doc):
     id: str
     user_id: str
     name: str
+    prefix: str
+    """`tr-` for generated keys: no character of the secret."""
+    tail: str
+    """The key's last 4 characters (none for older keys and short ones): tells keys apart."""
     created_at: str
     revoked_at: str | None
 

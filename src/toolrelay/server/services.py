@@ -20,6 +20,7 @@ from toolrelay.server.auth import KeyCache
 from toolrelay.server.errors import APIError
 from toolrelay.server.logs import RequestIdInErrors
 from toolrelay.server.shutdown import Stopping
+from toolrelay.server.throttle import FailureLimiter
 from toolrelay.server.turns import TurnManager
 
 
@@ -36,6 +37,8 @@ class Services:
     """Signs the web page's session cookies (`server.session`)."""
     api_log: ApiTurnLog | None = None
     """The request log of `/v1` turns (`log_api_turns`)."""
+    failures: FailureLimiter | None = None
+    """Failed sign-ins and wrong keys, per address and key prefix (`[auth]`)."""
 
     def v1_run(
         self,

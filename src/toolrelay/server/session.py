@@ -1,11 +1,14 @@
 """Browser sessions: an API key, posted once, becomes a signed, httpOnly session cookie.
 
-The cookie holds `<key id>.<user id>.<expiry>.<signature>`, never the key:
-the signature is an HMAC under the server's session secret
+The cookie holds `<session id>.<key id>.<user id>.<expiry>.<signature>`, never
+the key: the signature is an HMAC under the server's session secret
 (`session_secret`, else a random one kept in `data_dir/session.secret`, so
 every worker on that data dir and every restart accept it). A session lives
 as long as the key it came from: each request checks that the key is still
 active (cached like key lookups), so revoking a key signs its sessions out.
+Signing out records the session id in the store (`revoke_session`): a copy of
+the cookie is refused from then on (by the other workers once their cached
+answer is older than the key cache's `ttl`, 10 s).
 
 Cookie-authenticated writes must also send `X-CSRF-Token`, an HMAC of the
 session token the page gets from `POST`/`GET /api/session` (readable only by
@@ -34,6 +37,7 @@ SAFE_METHODS: Final = frozenset({"GET", "HEAD", "OPTIONS"})
 
 @dataclass(frozen=True, slots=True)
 class Session:
+    id: str
     key_id: str
     user_id: str
     expires: int
@@ -61,24 +65,26 @@ def _sign(secret: bytes, purpose: bytes, payload: str) -> str:
 
 
 def issue(secret: bytes, key_id: str, user_id: str, *, now: float | None = None) -> str:
-    """A session token for this key (ids are `[A-Za-z0-9_]`, so `.` separates safely)."""
+    """A new session's token for this key (ids are `[A-Za-z0-9_-]`, so `.` separates
+    safely); each sign-in makes a new random session id."""
     expires = int(now if now is not None else time.time()) + SESSION_TTL_S
-    payload = f"{key_id}.{user_id}.{expires}"
+    payload = f"{secrets.token_urlsafe(16)}.{key_id}.{user_id}.{expires}"
     return f"{payload}.{_sign(secret, b'session', payload)}"
 
 
 def verify(secret: bytes, token: str, *, now: float | None = None) -> Session | None:
-    """The session a token names, or None when it is forged, malformed or expired."""
+    """The session a token names, or None when it is forged, malformed or expired (a token
+    of the older four-part form, with no session id, is malformed: sign in again)."""
     parts = token.split(".")
-    if len(parts) != 4 or len(token) > 512:
+    if len(parts) != 5 or len(token) > 512:
         return None
-    key_id, user_id, expires, signature = parts
-    expected = _sign(secret, b"session", f"{key_id}.{user_id}.{expires}")
+    session_id, key_id, user_id, expires, signature = parts
+    expected = _sign(secret, b"session", f"{session_id}.{key_id}.{user_id}.{expires}")
     if not hmac.compare_digest(expected, signature) or not expires.isdigit():
         return None
     if int(expires) <= (now if now is not None else time.time()):
         return None
-    return Session(key_id, user_id, int(expires))
+    return Session(session_id, key_id, user_id, int(expires))
 
 
 def csrf_token(secret: bytes, token: str) -> str:

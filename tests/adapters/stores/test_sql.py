@@ -39,13 +39,14 @@ TABLES = {
     "api_keys",
     "chats",
     "messages",
+    "revoked_sessions",
     "search_docs",
     "tool_outputs",
     "users",
 }
 
 
-HEAD = "0004_tool_outputs"
+HEAD = "0005_sessions_key_tail"
 WHEN = datetime(2026, 1, 1, tzinfo=UTC)
 
 

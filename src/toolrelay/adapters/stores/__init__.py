@@ -26,6 +26,7 @@ from toolrelay.adapters.stores.keys import (
     generate_key,
     hash_key,
     key_matches,
+    key_tail,
     public_prefix,
 )
 from toolrelay.adapters.stores.records import (
@@ -57,6 +58,7 @@ __all__ = [
     "hash_key",
     "history_messages",
     "key_matches",
+    "key_tail",
     "public_prefix",
     "message_content",
     "turn_fields",

@@ -45,9 +45,11 @@ class ApiKey:
     user_id: str
     name: str
     prefix: str
-    """The key's first 8 characters: enough to recognise it in a list, useless to an attacker."""
+    """The key's fixed `tr-` marker (no character of its secret; `keys.public_prefix`)."""
     created_at: datetime
     revoked_at: datetime | None
+    tail: str = ""
+    """The key's last 4 characters (`keys.key_tail`): `tr-…a1B2` tells keys apart."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +162,15 @@ class Store(ChatStore, Protocol):
     async def list_api_keys(self, user_id: str | None = None) -> list[ApiKey]: ...
 
     async def revoke_api_key(self, key_id: str) -> bool: ...
+
+    async def user_for_session(self, key_id: str, session_id: str) -> User | None:
+        """The owner of an active key, for a browser session not signed out (one query)."""
+        ...
+
+    async def revoke_session(self, session_id: str, expires: datetime) -> None:
+        """Refuse this session from now on (sign-out); `expires` is when it would have ended
+        anyway, after which its row may go."""
+        ...
 
     async def count_users(self) -> int: ...
 

@@ -7,7 +7,14 @@ import hmac
 import secrets
 from typing import Final
 
-__all__ = ["KEY_PREFIX", "generate_key", "hash_key", "key_matches", "public_prefix"]
+__all__ = [
+    "KEY_PREFIX",
+    "generate_key",
+    "hash_key",
+    "key_matches",
+    "key_tail",
+    "public_prefix",
+]
 
 KEY_PREFIX: Final = "tr-"
 """Every generated API key starts with this, so leaked keys are easy to spot."""
@@ -36,3 +43,17 @@ def public_prefix(key: str) -> str:
     by their generated id.
     """
     return KEY_PREFIX if key.startswith(KEY_PREFIX) else ""
+
+
+TAIL_MIN_LENGTH: Final = 20
+"""Keys shorter than this (a weak `TOOLRELAY_ADMIN_KEY`) keep no tail: 4 characters would be
+too much of them."""
+
+
+def key_tail(key: str) -> str:
+    """A key's last 4 characters, kept so that `keys list` tells keys apart (`tr-…a1B2`).
+
+    A generated key has 240 random bits; showing 24 of them leaves 216, as services
+    that show a key's last characters do. A short key keeps none.
+    """
+    return key[-4:] if len(key) >= TAIL_MIN_LENGTH else ""

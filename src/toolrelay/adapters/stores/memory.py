@@ -25,6 +25,7 @@ from toolrelay.adapters.stores import (
     hash_key,
     history_messages,
     key_matches,
+    key_tail,
     message_content,
     public_prefix,
     turn_fields,
@@ -44,6 +45,7 @@ class MemoryStore:
         self._now = clock
         self._users: dict[str, User] = {}
         self._keys: dict[str, ApiKey] = {}
+        self._revoked_sessions: dict[str, datetime] = {}
         self._key_hashes: dict[str, str] = {}  # key id -> sha256 hex
         self._chats: dict[str, Chat] = {}
         self._messages: dict[str, StoredMessage] = {}
@@ -96,6 +98,7 @@ class MemoryStore:
             prefix=public_prefix(key),
             created_at=self._now(),
             revoked_at=None,
+            tail=key_tail(key),
         )
         self._keys[record.id] = record
         self._key_hashes[record.id] = digest
@@ -134,6 +137,17 @@ class MemoryStore:
             return False
         self._keys[key_id] = replace(record, revoked_at=self._now())
         return True
+
+    async def user_for_session(self, key_id: str, session_id: str) -> User | None:
+        if session_id in self._revoked_sessions:
+            return None
+        return await self.user_for_key_id(key_id)
+
+    async def revoke_session(self, session_id: str, expires: datetime) -> None:
+        now = self._now()
+        for gone in [s for s, until in self._revoked_sessions.items() if until <= now]:
+            del self._revoked_sessions[gone]
+        self._revoked_sessions[session_id] = expires
 
     async def count_users(self) -> int:
         return len(self._users)

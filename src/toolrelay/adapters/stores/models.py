@@ -100,6 +100,16 @@ class ApiKeyRow(Base):
     key_hash: Mapped[str] = mapped_column(String(64), unique=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    tail: Mapped[str] = mapped_column(String(8), default="", server_default="")
+
+
+class RevokedSessionRow(Base):
+    """A browser session signed out before it expired (`server.session`)."""
+
+    __tablename__ = "revoked_sessions"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime, index=True)
 
 
 class ChatRow(Base):

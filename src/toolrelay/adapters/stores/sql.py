@@ -61,6 +61,7 @@ from toolrelay.adapters.stores import (
     hash_key,
     history_messages,
     key_matches,
+    key_tail,
     message_content,
     public_prefix,
     turn_fields,
@@ -71,6 +72,7 @@ from toolrelay.adapters.stores.models import (
     ApiKeyRow,
     ChatRow,
     MessageRow,
+    RevokedSessionRow,
     SearchDocRow,
     ToolOutputRow,
     UserRow,
@@ -191,6 +193,7 @@ def _api_key(row: ApiKeyRow) -> ApiKey:
         prefix=row.prefix,
         created_at=row.created_at,
         revoked_at=row.revoked_at,
+        tail=row.tail or "",
     )
 
 
@@ -356,6 +359,7 @@ class SQLStore:
                 key_hash=digest,
                 created_at=self._now(),
                 revoked_at=None,
+                tail=key_tail(key),
             )
             session.add(row)
         return _api_key(row)
@@ -410,6 +414,28 @@ class SQLStore:
         async with self._write() as session:
             result = await session.execute(query)
         return bool(getattr(result, "rowcount", 0))
+
+    async def user_for_session(self, key_id: str, session_id: str) -> User | None:
+        """The owner of the session's key while the key is active and the session was not
+        signed out: one query."""
+        revoked = select(RevokedSessionRow.id).where(RevokedSessionRow.id == session_id)
+        query = (
+            select(UserRow)
+            .join(ApiKeyRow, UserRow.id == ApiKeyRow.user_id)
+            .where(ApiKeyRow.id == key_id, ApiKeyRow.revoked_at.is_(None), ~revoked.exists())
+        )
+        async with self._sessions() as session:
+            row = await session.scalar(query)
+        return None if row is None else _user(row)
+
+    async def revoke_session(self, session_id: str, expires: datetime) -> None:
+        """Record the sign-out (again: a no-op); rows of sessions past their expiry go."""
+        async with self._write() as session:
+            await session.execute(
+                delete(RevokedSessionRow).where(RevokedSessionRow.expires_at <= self._now())
+            )
+            if await session.get(RevokedSessionRow, session_id) is None:
+                session.add(RevokedSessionRow(id=session_id, expires_at=expires))
 
     async def count_users(self) -> int:
         async with self._sessions() as session:

@@ -5,6 +5,7 @@ import { ChatStream } from "/static/stream.js";
 import { TurnView, onFlushed, userMessage } from "/static/render.js";
 import { CLIENT_TOOLS, runClientTool } from "/static/client_tools.js";
 import { ChatList } from "/static/chat_list.js";
+import { setImageHosts } from "/static/markdown.js";
 
 const $ = (id) => document.getElementById(id);
 const IDLE_POLL_MS = 2000; // an idle chat is looked at again this often (turns from other tabs)
@@ -42,11 +43,18 @@ async function showSignIn(message) {
   error.textContent = message || "";
   $("signin-key").focus();
   try {
-    const info = await api("GET", "/api/info");
+    const info = await loadInfo();
     const hint = $("setup-hint");
     hint.hidden = !info.setup_hint;
-    hint.textContent = info.setup_hint ? `No model is configured yet.\n${info.setup_hint}` : "";
+    hint.textContent = info.setup_hint || "";
   } catch (_) { /* the form still works */ }
+}
+
+// The server's version, models, setup hint, and the hosts images may load from.
+async function loadInfo() {
+  const info = await api("GET", "/api/info");
+  setImageHosts(info.image_hosts);
+  return info;
 }
 
 $("signin-form").addEventListener("submit", async (e) => {
@@ -68,7 +76,7 @@ async function signedIn(session) {
   $("app").hidden = false;
   $("who").textContent = session.user.name;
   setReady(false);
-  await Promise.all([loadModels(), chatList.reset()]);
+  await Promise.all([loadModels(), chatList.reset(), loadInfo().catch(() => null)]);
   const fromHash = new URLSearchParams(location.hash.slice(1)).get("chat");
   if (fromHash) openChat(fromHash);
   else newChat();

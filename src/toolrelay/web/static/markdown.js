@@ -6,11 +6,31 @@
 // The cut depends only on the text, so a streamed answer and the same answer loaded
 // from the saved chat give the same DOM. Everything goes through DOMPurify; links open
 // in a new tab without an opener; code blocks get a copy button and light highlighting.
+// An image from another host than this one and the deployment's `image_hosts` is never
+// loaded (its URL could carry the chat away: a prompt injection's way out): it is shown
+// as a link that opens it in a new tab, only when clicked.
 
 import { marked } from "/static/vendor-marked.js";
 import DOMPurify from "/static/vendor-purify.js";
 
-marked.setOptions({ gfm: true, breaks: false });
+marked.setOptions({ gfm: true, breaks: true }); // a single newline is a line break, as chat UIs show it
+
+let imageHosts = []; // [scheme, host pattern, port] from /api/info's image_hosts
+
+// The hosts (`https://host[:port]`, `https://*.example.org`) images may load from.
+export function setImageHosts(hosts) {
+  imageHosts = (hosts || []).map((h) => /^(https):\/\/([^/:]+)(?::(\d+))?$/.exec(h)).filter(Boolean)
+    .map((m) => [m[1] + ":", m[2].toLowerCase(), m[3] && m[3] !== "443" ? m[3] : ""]);
+}
+
+function imageAllowed(src) {
+  if (/^data:image\//i.test(src)) return true;
+  let url;
+  try { url = new URL(src, location.href); } catch (_) { return false; }
+  if (url.origin === location.origin) return true;
+  return imageHosts.some(([scheme, host, port]) => url.protocol === scheme && url.port === port &&
+    (host.startsWith("*.") ? url.hostname.endsWith(host.slice(1)) : url.hostname === host));
+}
 
 const PURIFY = {
   USE_PROFILES: { html: true },
@@ -27,6 +47,11 @@ DOMPurify.addHook("afterSanitizeAttributes", (node) => {
   if (node.tagName === "IMG") {
     node.setAttribute("loading", "lazy");
     node.setAttribute("referrerpolicy", "no-referrer");
+    const src = node.getAttribute("src");
+    if (src && !imageAllowed(src)) { // still in the inert template: nothing was fetched
+      node.removeAttribute("src");
+      node.setAttribute("data-blocked-src", src);
+    }
   }
 });
 
@@ -98,8 +123,23 @@ function renderBlock(source) {
   return fragment;
 }
 
-// Code blocks: a copy button and keyword highlighting (text nodes only: no HTML made here).
+// Code blocks: a copy button and keyword highlighting (text nodes only: no HTML made here);
+// an image from a host not allowed: a link to it.
 function decorate(root) {
+  for (const img of root.querySelectorAll("img[data-blocked-src]")) {
+    const src = img.getAttribute("data-blocked-src");
+    const link = document.createElement("a");
+    link.className = "image-link";
+    link.href = src;
+    link.target = "_blank";
+    link.rel = "noopener noreferrer nofollow";
+    let host = src;
+    try { host = new URL(src, location.href).host; } catch (_) { /* shown whole */ }
+    const alt = img.getAttribute("alt");
+    link.textContent = `Image${alt ? ` "${alt}"` : ""} from ${host}`;
+    link.title = `Not loaded: images from ${host} are off on this server. Click to open it.`;
+    img.replaceWith(link);
+  }
   for (const pre of root.querySelectorAll("pre")) {
     const code = pre.querySelector("code");
     if (!code) continue;

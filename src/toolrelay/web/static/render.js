@@ -455,6 +455,7 @@ export class TurnView {
   error(content) {
     const text = String(content || "The turn failed.");
     const box = el("div", "error-box");
+    box.dataset.text = text;
     box.setAttribute("role", "alert");
     box.append(el("strong", null, "Error: "), el("span", null, text));
     const hint = errorHint(text);
@@ -466,6 +467,11 @@ export class TurnView {
     if (this.finished) return;
     this.finished = true;
     this.status = data.status || "completed";
+    if (this.status === "cancelled") {
+      // Stopped is a normal end, shown by its badge: its "Cancelled." is no error to show
+      for (const box of [...this.errors.children]) if (/^cancell?ed\.?$/i.test(box.dataset.text || "")) box.remove();
+      data = { ...data, error: null };
+    }
     if (data.usage) this.usage = data.usage;
     if (data.timings && typeof data.timings.total_s === "number") this.seconds = data.timings.total_s;
     else if (!saved) this.seconds = (performance.now() - this.started) / 1000;
