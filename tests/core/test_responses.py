@@ -1280,3 +1280,30 @@ def test_the_event_types_the_reducer_reads_are_all_responses_names() -> None:
     reader without the `response.` prefix test: nothing else may be in it."""
     assert "response.output_text.delta" in EVENT_TYPES
     assert all(kind == "error" or kind.startswith("response.") for kind in EVENT_TYPES)
+
+
+def test_concatenated_arguments_split_on_the_responses_path_too() -> None:
+    """R6 on a Responses stream (issue 30 item 7: removing the split there failed no
+    test). The expected pieces are the raw `arguments.done` string cut by hand."""
+    from pathlib import Path
+
+    from toolrelay.core.body import read_body
+
+    raw = (
+        Path(__file__).parent.parent
+        / "fixtures/streams/openai-responses/concatenated-arguments.sse"
+    ).read_bytes()
+    done = next(
+        orjson.loads(line[6:])
+        for line in raw.decode().splitlines()
+        if line.startswith("data: ") and '"response.function_call_arguments.done"' in line
+    )
+    assert done["arguments"] == '{"q":"A"}{"q":"B"}'
+    result, _ = read_body(raw)
+    calls = [i for i in result.to_dict()["output"] if i["type"] == "function_call"]
+    assert [(c["name"], c["arguments"], c["status"]) for c in calls] == [
+        ("web_search", '{"q":"A"}', "completed"),
+        ("web_search", '{"q":"B"}', "completed"),
+    ]
+    assert "call_3b4c5d6e7f8091a2b3c4d5e6" not in {c["call_id"] for c in calls}  # new ids
+    assert len({c["call_id"] for c in calls}) == 2

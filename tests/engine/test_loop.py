@@ -270,12 +270,18 @@ async def test_malformed_chunk_fails_with_partial() -> None:
 
 
 async def test_cancel_mid_stream_saves_partial_and_reraises() -> None:
+    """Cancelled mid-stream, then cancelled again while the save runs (a shutdown
+    cancelling the canceller): the save is shielded and finishes, and only then does
+    the cancellation reach the caller (the store holds the turn when `await` raises)."""
+    saving, release = asyncio.Event(), asyncio.Event()
+
     class Store:
         def __init__(self) -> None:
             self.turns: dict[tuple[str, str], Any] = {}
 
         async def save_turn(self, chat_id: str, message_id: str, turn: Any) -> None:
-            await asyncio.sleep(0.01)  # the save must survive the cancellation
+            saving.set()
+            await release.wait()
             self.turns[(chat_id, message_id)] = turn
 
         async def load_messages(self, chat_id: str) -> list[dict[str, Any]]:
@@ -288,8 +294,12 @@ async def test_cancel_mid_stream_saves_partial_and_reraises() -> None:
     relay = Relay(model, store=store)
     task = asyncio.create_task(relay.run("go", sink=sink, chat_id="c1", message_id="m1"))
     await sink.wait_for(ev.OUTPUT_TEXT_DELTA)
-    await asyncio.sleep(0.05)
     task.cancel()
+    await saving.wait()
+    task.cancel()
+    for _ in range(20):  # loop turns, not time
+        await asyncio.sleep(0)
+    release.set()
     with pytest.raises(asyncio.CancelledError):
         await task
     saved = store.turns[("c1", "m1")]
