@@ -292,6 +292,8 @@ class Settings(BaseSettings):
     """A running turn's lock lasts this long past its last heartbeat (a dead worker's chat frees)."""
     checkpoint_s: float = Field(default=5.0, gt=0)
     """How often a running turn's partial output is saved (it survives a crash)."""
+    max_resumes: int = Field(default=3, ge=0)
+    """Times a turn whose server died is resumed from its checkpoint before it fails."""
     events_url: str | None = None
     """Where chats' event logs, turn leases and control messages live: None (or "memory")
     keeps them in this process; "ipc:///abs/path/bus.sock" reaches the `BusHost` at that

@@ -30,6 +30,8 @@ TERMINAL_WRITE_FILE: Final = "terminal:write_file"
 TERMINAL_RUN_COMMAND: Final = "terminal:run_command"
 CODE_OUTPUT: Final = "code_interpreter:output"
 """Live output of running code: `{call_id, kind: stdout|stderr|result|display|error, …}`."""
+TURN_RESUMED: Final = "chat:turn:resumed"
+"""A turn picked up from its last checkpoint: `output` replaces what a client had."""
 
 DELTA_EVENTS: Final = frozenset(
     {OUTPUT_TEXT_DELTA, REASONING_TEXT_DELTA, FUNCTION_CALL_ARGUMENTS_DELTA}

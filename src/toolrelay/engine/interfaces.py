@@ -83,6 +83,10 @@ class ToolSpec:
     """Drop keys not in `parameters.properties` before the call (R8; MCP tools keep theirs)."""
     validates_arguments: bool = False
     """The tool checks its own arguments (pydantic for `@tool`): skip the JSON-schema pass."""
+    idempotent: bool = False
+    """Running it twice with the same arguments does what running it once does: a call cut
+    by a dead server is run again when its turn resumes (`engine.checkpoint`); any other
+    gets a result saying it may or may not have taken effect."""
 
     def openai_spec(self) -> dict[str, Any]:
         return {

@@ -51,6 +51,13 @@ from toolrelay.core.status import TurnStatus
 from toolrelay.core.text_tool_calls import callable_names
 from toolrelay.core.think_tags import TagConfig
 from toolrelay.core.usage import merge_usage
+from toolrelay.engine.checkpoint import (
+    Checkpoints,
+    Saver,
+    TurnState,
+    ordered_outputs,
+    plan_resume,
+)
 from toolrelay.engine.coalesce import Coalescer
 from toolrelay.engine.context_fit import ContextFit
 from toolrelay.engine.finish import Finisher, RunResult, TurnEnd
@@ -111,6 +118,10 @@ class TurnSetup:
     """Tokens the model reads: each request's history is trimmed to fit (`engine.context_fit`)."""
     observer: Observer | None = None
     """Logs, metrics, traces (`engine.observer`); None skips every hook."""
+    checkpoints: Checkpoints | None = None
+    """Where the turn's state goes at each step boundary (`engine.checkpoint`); None: nowhere."""
+    resume: TurnState | None = None
+    """A saved state to go on from instead of starting (`engine.checkpoint`)."""
 
 
 class Turn:
@@ -159,6 +170,16 @@ class Turn:
         self._history_ids: set[str] = set()
         self._output_ids: set[str] = set()
         self._ids_seen = 0
+        self._saver = Saver(setup.checkpoints) if setup.checkpoints is not None else None
+        self._batch = TurnState()
+        """The running batch's call ids and finished results (only `running`, `results`)."""
+        if self._saver is not None:
+            self.tool_env.on_started = self._call_started
+            self.tool_env.on_finished = self._call_finished
+        if setup.resume is not None:
+            state = setup.resume
+            self.output, self.usage = list(state.output), dict(state.usage)
+            self.iterations, self.steps = state.iterations, list(state.steps)
 
     async def run(self) -> RunResult:
         observer = self.setup.observer
@@ -194,6 +215,8 @@ class Turn:
     async def _loop(self) -> RunResult:
         new_from = 0
         with_tools = True
+        if self.setup.resume is not None:
+            await self._resume(self.setup.resume)
         while True:
             read = await self._read(self._request(new_from, with_tools=with_tools))
             outcome = self._decide(read)
@@ -211,6 +234,7 @@ class Turn:
                 case RunCode(item):
                     new_from = self.output.index(item)  # the block, now with its output
                     await self._run_code(item)
+                    await self._checkpoint()
                 case Capped(calls):
                     return await self._capped(calls)
                 case Failed(error):
@@ -362,7 +386,12 @@ class Turn:
     async def _run_tools(self, calls: Sequence[FunctionCallItem]) -> BatchOutcome:
         self.iterations += 1
         start = self.setup.clock()
+        if self._saver is not None:  # the response asking for them, and what may act now
+            tools = self.setup.tools
+            self._batch.running = [c["call_id"] for c in calls if not _waits(tools, c)]
+            await self._checkpoint()
         batch = await run_batch(calls, self.tool_env, base_index=len(self.output))
+        self._batch = TurnState()
         elapsed = round(self.setup.clock() - start, 4)
         self.steps.append({"step": "tools", "s": elapsed, "calls": len(calls)})
         by_id = {c["id"]: c for c in batch.calls}
@@ -370,6 +399,43 @@ class Turn:
         self.output.extend(batch.outputs)
         self.output.extend(batch.text)  # what the tools wrote (`engine.tool_events`)
         return batch.outcome
+
+    async def _checkpoint(self) -> None:
+        if self._saver is not None:
+            batch = self._batch
+            state = TurnState(
+                self.output, self.usage, self.iterations, self.steps, batch.running, batch.results
+            )
+            await self._saver.save(state)
+
+    async def _call_started(self, call_id: str) -> None:
+        self._batch.running = [*self._batch.running, call_id]
+        await self._checkpoint()
+
+    async def _call_finished(self, output: Item) -> None:
+        if is_call_output(output):
+            self._batch.results = {**self._batch.results, output["call_id"]: output}
+            await self._checkpoint()
+
+    async def _resume(self, state: TurnState) -> None:
+        """Go on from a checkpoint: clients get its output, the calls it left unanswered
+        get their kept result, an `interrupted` one, or are run (`engine.checkpoint`)."""
+        await self.emitter.emit(Event(ev.TURN_RESUMED, {"output": list(self.output)}))
+        plan = plan_resume(state, self.setup.tools)
+        base = len(self.output)
+        kept = ordered_outputs(self.output, plan.kept)
+        for i, item in enumerate(kept):
+            done = {"output_index": base + i, "item": item}
+            await self.emitter.emit(Event(ev.OUTPUT_ITEM_DONE, done))
+        results, text = dict(plan.kept), []
+        if plan.rerun:
+            batch = await run_batch(plan.rerun, self.tool_env, base_index=base + len(kept))
+            results.update({o["call_id"]: o for o in batch.outputs})
+            text = batch.text
+        self.output.extend(ordered_outputs(self.output, results))
+        self.output.extend(text)
+        if plan.kept or plan.rerun:
+            await self._checkpoint()
 
     async def _answered_again(self, calls: Sequence[FunctionCallItem]) -> bool:
         """Calls that all repeat answered ones get the earlier results, not run (a text-call
@@ -531,6 +597,12 @@ async def _read_end(stream: ModelStream) -> None:
         async with asyncio.timeout(END_GRACE_S):
             async for _ in stream:
                 pass
+
+
+def _waits(tools: Mapping[str, Tool], call: FunctionCallItem) -> bool:
+    """A call that does nothing before someone answers (an approval, a client)."""
+    tool = tools.get(str(call.get("name") or ""))
+    return tool is not None and (tool.spec.requires_approval or tool.spec.kind == "client")
 
 
 def _error_event(message: str) -> Event:

@@ -13,6 +13,7 @@ from toolrelay.core.gates import code_interpreter_allowed
 from toolrelay.core.ids import new_id
 from toolrelay.core.rag import take_snapshot
 from toolrelay.core.think_tags import TagConfig
+from toolrelay.engine.checkpoint import Checkpoints, TurnState
 from toolrelay.engine.code_tool import CODE_TOOL_NAME, CodeTool
 from toolrelay.engine.conversation import Conversation
 from toolrelay.engine.filters import run_inlets
@@ -125,11 +126,15 @@ class Relay:
         deferred: Iterable[str] = (),
         params: Mapping[str, Any] | None = None,
         features: Mapping[str, Any] | None = None,
+        checkpoints: Checkpoints | None = None,
+        resume: TurnState | None = None,
     ) -> RunResult:
         """Run one turn to its end. Cancelling the task saves the partial turn, then re-raises.
 
         `features` are what the chat asked for (`{"code_interpreter": True}`);
         None means the library default: a configured code runner is requested.
+        `checkpoints` receives the turn's state at each step boundary; `resume` is such
+        a state to go on from (the same `messages` as its start): `engine.checkpoint`.
         """
         history = _as_messages(messages)
         if self.filters:
@@ -182,6 +187,8 @@ class Relay:
             text_tool_calls=self.text_tool_calls,
             observer=self.observer,
             context_tokens=self.context_tokens,
+            checkpoints=checkpoints,
+            resume=resume,
         )
         return await Turn(setup).run()
 

@@ -68,6 +68,10 @@ class ToolEnv:
     """Whole texts of the results cut for the model, by output item id (`core.result_cap`)."""
     events: BatchEvents | None = None
     """What the running batch's tools emit (`engine.tool_events`); set by `run_batch`."""
+    on_started: Callable[[str], Awaitable[None]] | None = None
+    """Called with a call id when an approved call starts (a checkpoint: it may now act)."""
+    on_finished: Callable[[FunctionCallOutputItem], Awaitable[None]] | None = None
+    """Called with each call's result as it is ready (a checkpoint: it is not run again)."""
 
 
 @dataclass(slots=True)
@@ -213,6 +217,8 @@ async def _run_one(prep: _Prepared, env: ToolEnv, index: int) -> FunctionCallOut
     output, whole = cap_output(output, env.limits.tool_result_max_bytes)
     if whole is not None:
         env.whole[output["id"]] = whole
+    if env.on_finished is not None:
+        await env.on_finished(output)
     if not env.quiet:
         shown = strip_base64(output)
         await env.emit(Event(ev.OUTPUT_ITEM_DONE, {"output_index": index, "item": shown}))
@@ -243,7 +249,7 @@ async def _invoke(
     spec = tool.spec
     call_id = str(call.get("call_id"))
     if spec.requires_approval:
-        refusal = await _approval(call_id, name, args, env)
+        refusal = await _approval(call_id, name, args, env, started=spec.kind != "client")
         if refusal is not None:
             return NormalisedResult(refusal), "failed"
     if spec.kind == "client":
@@ -307,13 +313,18 @@ def _error_text(exc: BaseException) -> str:
     return message if message.startswith("Error") else f"Error: {message}"
 
 
-async def _approval(call_id: str, name: str, args: dict[str, Any], env: ToolEnv) -> str | None:
+async def _approval(
+    call_id: str, name: str, args: dict[str, Any], env: ToolEnv, *, started: bool
+) -> str | None:
+    """None when the user approved (then `env.on_started`, when `started`), else why not."""
     await env.emit(Event(ev.TOOL_APPROVAL, {"id": call_id, "name": name, "arguments": args}))
     try:
         answer = await env.pending.wait(f"approval:{call_id}", env.limits.client_tool_timeout)
     except TimeoutError:
         return f"Error: the call to `{name}` was not approved in time; it was not run."
     if answer is True or (isinstance(answer, Mapping) and answer.get("approved") is True):
+        if started and env.on_started is not None:
+            await env.on_started(call_id)
         return None
     reason = answer.get("reason") if isinstance(answer, Mapping) else None
     text = f"The user rejected the call to `{name}`; it was not run."

@@ -29,6 +29,7 @@ from toolrelay.server.durability import Durability
 from toolrelay.server.errors import BodyLimit, JSONBody, install_error_handlers
 from toolrelay.server.logs import RequestIds
 from toolrelay.server.openapi import fix_openapi
+from toolrelay.server.resume import default_node
 from toolrelay.server.routes import (
     admin,
     chats,
@@ -107,12 +108,14 @@ def create_app(
     registry: Registry | None = None,
     tracer_provider: Any = None,
     tune_gc: bool = False,
+    node: str | None = None,
 ) -> FastAPI:
     """The app; `registry` is built at start-up unless given (`toolrelay serve` builds it
     first, so a configuration problem is one line before anything listens).
     `tracer_provider`: where the turns' spans go (else `otel_endpoint`, or none).
     `tune_gc`: once started, set the process's garbage collector for serving
-    (`server/gc_tuning.py`; the server's own process only, never a host's)."""
+    (`server/gc_tuning.py`; the server's own process only, never a host's).
+    `node`: this server's name on the turns it runs (`server.resume.default_node`)."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -130,9 +133,20 @@ def create_app(
             sys.stderr.write(f"\ntoolrelay: admin API key (shown once, keep it): {minted}\n\n")
         if not live.routes:
             log.warning("no model configured.\n%s", setup_hint())
-        durability = Durability(lease_ttl=settings.turn_lease_s, checkpoint_s=settings.checkpoint_s)
+        durability = Durability(
+            lease_ttl=settings.turn_lease_s,
+            checkpoint_s=settings.checkpoint_s,
+            max_resumes=settings.max_resumes,
+        )
         telemetry.start(live)
-        turns = TurnManager(store, bus, live, durability, observer=telemetry.observer)
+        turns = TurnManager(
+            store,
+            bus,
+            live,
+            durability,
+            observer=telemetry.observer,
+            node=node or default_node(settings.data_dir, settings.port),
+        )
         await turns.recover()
 
         async def cancel_running() -> None:

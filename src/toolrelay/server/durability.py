@@ -48,6 +48,13 @@ class Durability:
     save_attempts: int = 4
     retry_delay: float = 0.25
     """Seconds before the second attempt; doubled for each further one."""
+    max_resumes: int = 3
+    """Take-overs of one turn (its runner died each time) before it fails instead."""
+
+    @property
+    def watch_s(self) -> float:
+        """How often a worker looks for runs whose lease ran out (their runner died)."""
+        return max(0.05, self.lease_ttl / 2)
 
     @property
     def tick(self) -> float:
@@ -68,7 +75,10 @@ class TurnRecorder:
         self.dirty = False
 
     def feed(self, event: Event) -> None:
-        if event.type.startswith("response."):
+        if event.type == ev.TURN_RESUMED:  # a take-over: the checkpoint's output, anew
+            self.output = as_items(event.data.get("output") or [])
+            self.dirty = True
+        elif event.type.startswith("response."):
             self.output, _ = reduce_event({**event.data, "type": event.type}, self.output)
             self.dirty = True
         elif event.type == ev.CHAT_COMPLETION and isinstance(event.data.get("usage"), dict):
@@ -149,23 +159,28 @@ async def keep_alive(
             log.warning("heartbeat of chat %s failed: %s", chat_id, exc)
 
 
-def _failed(message: StoredMessage) -> dict[str, Any]:
+def failed_turn(message: StoredMessage, error: str = SERVER_STOPPED) -> dict[str, Any]:
+    """A turn left `in_progress` as a failed one, its checkpointed output kept."""
     output = closed(as_items(message.output))  # the stored JSON: items as we saved them
     return {
         "output": output,
         "content": output_text(output) or str(message.content or ""),
         "usage": message.usage,
         "status": "failed",
-        "error": SERVER_STOPPED,
+        "error": error,
         "timings": message.timings,
     }
 
 
 async def fail_orphans(store: Store, chat_id: str) -> list[dict[str, Any]]:
-    """Mark this chat's unfinished turns failed; the caller holds the chat's lease."""
+    """Mark this chat's unfinished turns that have no run (nothing to resume them from)
+    failed; the caller holds the chat's lease."""
     repaired: list[dict[str, Any]] = []
+    runs = {r.message_id for r in await store.list_runs(chat_id=chat_id)}
     for message in await store.in_progress_turns(chat_id=chat_id):
-        turn = _failed(message)
+        if message.id in runs:
+            continue
+        turn = failed_turn(message)
         if await store.checkpoint_turn(chat_id, message.id, turn):
             repaired.append(turn)
     return repaired

@@ -228,7 +228,8 @@ class Supervisor:
         """One life of a worker: start it, note when it is ready, wait for its exit."""
         ours, theirs = socket.socketpair()
         try:
-            env = {**self._env, WORKER_ENV: _with_control(self._env[WORKER_ENV], theirs.fileno())}
+            spec = _with_control(self._env[WORKER_ENV], theirs.fileno(), slot.index)
+            env = {**self._env, WORKER_ENV: spec}
             process = await asyncio.create_subprocess_exec(
                 *self._command, env=env, pass_fds=[theirs.fileno()]
             )
@@ -259,10 +260,12 @@ class Supervisor:
         return code
 
 
-def _with_control(spec: str, fd: int) -> str:
+def _with_control(spec: str, fd: int, slot: int) -> str:
+    """The worker's orders with its control socket and its slot (the replacement of a dead
+    worker has its slot, so it takes the dead one's turns back at start)."""
     import json
 
-    return json.dumps({**json.loads(spec), "control": fd})
+    return json.dumps({**json.loads(spec), "control": fd, "slot": slot})
 
 
 def _how(code: int) -> str:

@@ -19,10 +19,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from toolrelay.adapters.events import EventBus
-from toolrelay.adapters.stores import NotFoundError, Store
+from toolrelay.adapters.stores import NotFoundError, Store, TurnRun
 from toolrelay.config.registry import Registry
 from toolrelay.core.events import Event
 from toolrelay.core.ids import new_id
+from toolrelay.engine.checkpoint import TurnState
 from toolrelay.engine.interfaces import ChatStore, Message, Tool
 from toolrelay.engine.observer import Observer
 from toolrelay.engine.relay import Relay
@@ -32,9 +33,18 @@ from toolrelay.server.durability import (
     TurnRecorder,
     channel,
     fail_orphans,
+    failed_turn,
     failure_events,
     keep_alive,
     repair_orphans,
+)
+from toolrelay.server.resume import (
+    Rebuilt,
+    StoreCheckpoints,
+    default_node,
+    resume_refusal,
+    run_request,
+    unfinished,
 )
 
 __all__ = ["BusSink", "Started", "TurnBusy", "TurnManager", "TurnNotStarted", "channel"]
@@ -92,8 +102,11 @@ class TurnManager:
         durability: Durability | None = None,
         *,
         observer: Observer | None = None,
+        node: str | None = None,
     ) -> None:
         self.store = store
+        self.node = node or default_node()
+        """This server's name on the runs it owns (`server.resume.default_node`)."""
         self.observer = observer
         """Logs, metrics and traces of every turn this server runs (chat API and /v1)."""
         self.bus = bus
@@ -101,6 +114,7 @@ class TurnManager:
         self.durability = durability or Durability()
         self._saves = RetryingStore(store, self.durability)
         self._running: dict[str, _Running] = {}
+        self._watcher: asyncio.Task[None] | None = None
 
     def relay_for(
         self,
@@ -138,8 +152,89 @@ class TurnManager:
         return chat_id in self._running or await self.bus.turn_running(channel(chat_id))
 
     async def recover(self) -> int:
-        """At start-up: turns a stopped server left `in_progress` become `failed`."""
-        return await repair_orphans(self.store, self.bus, self.durability)
+        """At start-up: this server's own runs are taken back at once (it was stopped: their
+        leases are dead), other runs whose lease ran out are taken over, turns with no run
+        left `in_progress` become `failed`; then a watcher takes over runs whose runner dies
+        later. Returns how many turns were failed."""
+        for run in await self.store.list_runs(owner=self.node):
+            await self._take_over(run, own=True)
+        await self.take_over_expired()
+        failed = await repair_orphans(self.store, self.bus, self.durability)
+        self._watcher = asyncio.get_running_loop().create_task(self._watch_runs())
+        return failed
+
+    async def take_over_expired(self) -> int:
+        """Take over every run nobody holds a lease on (its runner died); how many."""
+        taken = 0
+        for run in await self.store.list_runs():
+            if run.status == "running" and run.chat_id not in self._running:
+                taken += await self._take_over(run)
+        return taken
+
+    async def _watch_runs(self) -> None:
+        while True:
+            await asyncio.sleep(self.durability.watch_s)
+            try:
+                await self.take_over_expired()
+            except Exception as exc:  # the store or bus is away: try again next time
+                log.warning("looking for turns to take over failed: %s", exc)
+
+    async def _take_over(self, run: TurnRun, *, own: bool = False, held: bool = False) -> bool:
+        """Go on with `run` from its last checkpoint if its chat's lease can be had (`own`:
+        this server's, dead with its last life: renewed instead of waited out; `held`: the
+        caller has it). A run that cannot go on fails with the reason; False then."""
+        chat_id, name = run.chat_id, channel(run.chat_id)
+        if chat_id in self._running:
+            return False
+        ttl = self.durability.lease_ttl
+        leased = held or (own and await self.bus.renew(name, ttl=ttl))
+        if not leased and await self.bus.acquire(name, ttl=ttl) is None:
+            return False  # its runner lives (or another worker took it first)
+        try:
+            claimed = await self.store.claim_run(run.message_id, owner=self.node)
+            row = unfinished(await self.store.in_progress_turns(chat_id=chat_id), run.message_id)
+            if claimed is None or row is None:  # it ended just before its runner died
+                await self.store.end_run(run.message_id)
+                await self.bus.end(name)
+                return False
+            refusal = resume_refusal(claimed, self.registry.routes, self.durability.max_resumes)
+            try:
+                rebuilt = Rebuilt(claimed)
+            except (ValueError, TypeError, KeyError) as exc:
+                refusal = (
+                    refusal
+                    or f"The turn could not be resumed ({exc}); the partial answer was kept."
+                )
+            if refusal is not None:
+                turn = failed_turn(row, refusal)
+                await self.store.checkpoint_turn(chat_id, row.id, turn)
+                for event in failure_events(turn):
+                    await self.bus.publish(name, event)
+                await self.store.end_run(run.message_id)
+                await self.bus.end(name)
+                log.warning("turn %s of chat %s not resumed: %s", row.id, chat_id, refusal)
+                return False
+            relay = self.relay_for(rebuilt.route, store=self._saves)
+        except BaseException:
+            await asyncio.shield(self.bus.end(name))
+            raise
+        log.warning(
+            "resuming turn %s of chat %s from its checkpoint (take-over %d)",
+            row.id,
+            chat_id,
+            claimed.resumes,
+        )
+        self._launch(
+            relay,
+            chat_id,
+            row.id,
+            rebuilt.history,
+            rebuilt.user,
+            rebuilt.client_tools,
+            rebuilt.features,
+            rebuilt.state,
+        )
+        return True
 
     async def settle(self, chat_id: str) -> int:
         """Fail the chat's turns left `in_progress` by a worker whose lease ran out.
@@ -148,6 +243,9 @@ class TurnManager:
         worker's turn is repaired (and its followers told) once its lease expires.
         """
         if chat_id in self._running or not await self.store.in_progress_turns(chat_id=chat_id):
+            return 0
+        for run in await self.store.list_runs(chat_id=chat_id):  # it goes on instead
+            await self._take_over(run)
             return 0
         name = channel(chat_id)
         if await self.bus.acquire(name, ttl=self.durability.lease_ttl) is None:
@@ -179,6 +277,14 @@ class TurnManager:
         name = channel(chat_id)
         await self._take_lease(chat_id)
         try:
+            orphan = await self.store.list_runs(chat_id=chat_id)
+        except BaseException:
+            await asyncio.shield(self.bus.end(name))
+            raise
+        if orphan:  # a dead worker's turn, its lease expired: it goes on, this post waits
+            await self._take_over(orphan[0], held=True)
+            raise TurnBusy(chat_id)
+        try:
             await fail_orphans(self.store, chat_id)  # a dead worker's turn, its lease expired
             relay = self.relay_for(route, store=self._saves)
             history = await self.store.load_messages(chat_id)
@@ -190,19 +296,39 @@ class TurnManager:
                 message_id,
                 {"output": [], "content": "", "status": "in_progress", "model": route},
             )
+            request = run_request(route, user, [*history, message], client_tools, features)
+            await self.store.start_run(chat_id, message_id, owner=self.node, request=request)
         except BaseException as exc:
             await asyncio.shield(self.bus.end(name))
             if isinstance(exc, Exception) and not isinstance(exc, NotFoundError):
                 log.exception("could not start a turn in chat %s", chat_id)
                 raise TurnNotStarted(str(exc)) from exc
             raise
+        self._launch(
+            relay, chat_id, message_id, [*history, message], user, client_tools, features, None
+        )
+        return Started(message_id, user_message_id)
+
+    def _launch(
+        self,
+        relay: Relay,
+        chat_id: str,
+        message_id: str,
+        history: Sequence[Message],
+        user: Mapping[str, Any],
+        client_tools: Sequence[Tool],
+        features: Mapping[str, Any] | None,
+        resume: TurnState | None,
+    ) -> None:
+        """The turn's task and its control listener; the caller holds the chat's lease."""
         loop = asyncio.get_running_loop()
         task = loop.create_task(
-            self._run(relay, chat_id, message_id, [*history, message], user, client_tools, features)
+            self._run(
+                relay, chat_id, message_id, history, user, client_tools, features, resume=resume
+            )
         )
         listener = loop.create_task(self._listen(chat_id, relay, task))
         self._running[chat_id] = _Running(task, relay, listener)
-        return Started(message_id, user_message_id)
 
     async def _take_lease(self, chat_id: str) -> None:
         """The chat's lease, or `TurnBusy` while a turn runs.
@@ -237,6 +363,8 @@ class TurnManager:
         user: Mapping[str, Any],
         client_tools: Sequence[Tool],
         features: Mapping[str, Any] | None = None,
+        *,
+        resume: TurnState | None = None,
     ) -> None:
         recorder = TurnRecorder()
         keeper = asyncio.get_running_loop().create_task(
@@ -251,6 +379,8 @@ class TurnManager:
                 user=user,
                 extra_tools=client_tools,
                 features=features,
+                checkpoints=StoreCheckpoints(self.store, message_id),
+                resume=resume,
             )
         except asyncio.CancelledError:
             pass  # the partial turn was saved by the engine
@@ -261,6 +391,10 @@ class TurnManager:
             keeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await keeper
+            try:  # saved for good (or reported failed): nothing to resume
+                await self.store.end_run(message_id)
+            except Exception as exc:  # a take-over will find it ended and drop it
+                log.warning("could not end the run of turn %s: %s", message_id, exc)
             running = self._running.pop(chat_id, None)  # before `end`: no newer turn yet
             if running is not None:
                 running.listener.cancel()
@@ -320,6 +454,10 @@ class TurnManager:
                 await asyncio.shield(running.task)
 
     async def aclose(self) -> None:
+        if self._watcher is not None:
+            self._watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watcher
         for running in list(self._running.values()):
             running.task.cancel()
         for running in list(self._running.values()):

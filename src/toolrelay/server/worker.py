@@ -85,6 +85,7 @@ def _watch_parent(control: socket.socket, limit: float) -> None:
 def main() -> None:
     from toolrelay.server.app import create_app
     from toolrelay.server.logs import configure_logging
+    from toolrelay.server.resume import default_node
     from toolrelay.server.startup_log import config_secrets
 
     orders = json.loads(os.environ.pop(WORKER_ENV))
@@ -98,7 +99,11 @@ def main() -> None:
     control.set_inheritable(False)  # its EOF must mean this process, not a tool it started
     listener = worker_socket(orders["host"], int(orders["port"]))  # uvicorn listens on it
     config = uvicorn.Config(
-        create_app(settings, tune_gc=True),  # as a one-process server (server/gc_tuning.py)
+        create_app(  # as a one-process server (server/gc_tuning.py)
+            settings,
+            tune_gc=True,
+            node=default_node(settings.data_dir, orders["port"], orders.get("slot", "")),
+        ),
         host=orders["host"],
         port=int(orders["port"]),
         backlog=int(orders["backlog"]),

@@ -42,11 +42,12 @@ TABLES = {
     "revoked_sessions",
     "search_docs",
     "tool_outputs",
+    "turn_runs",
     "users",
 }
 
 
-HEAD = "0005_sessions_key_tail"
+HEAD = "0006_turn_runs"
 WHEN = datetime(2026, 1, 1, tzinfo=UTC)
 
 

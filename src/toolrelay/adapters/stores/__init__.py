@@ -19,6 +19,7 @@ from toolrelay.adapters.stores.base import (
     Store,
     StoredMessage,
     TurnFields,
+    TurnRun,
     User,
 )
 from toolrelay.adapters.stores.keys import (
@@ -33,6 +34,7 @@ from toolrelay.adapters.stores.records import (
     Clock,
     history_messages,
     message_content,
+    plain_json,
     turn_fields,
     utc_now,
 )
@@ -53,6 +55,7 @@ __all__ = [
     "Store",
     "StoredMessage",
     "TurnFields",
+    "TurnRun",
     "User",
     "generate_key",
     "hash_key",
@@ -61,6 +64,7 @@ __all__ = [
     "key_tail",
     "public_prefix",
     "message_content",
+    "plain_json",
     "turn_fields",
     "upgrade",
     "utc_now",

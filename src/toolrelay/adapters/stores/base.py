@@ -23,6 +23,7 @@ __all__ = [
     "Store",
     "StoredMessage",
     "TurnFields",
+    "TurnRun",
     "User",
 ]
 
@@ -112,6 +113,25 @@ class TurnFields:
             columns["model"] = self.model
             columns["follow_ups"] = self.follow_ups
         return columns
+
+
+@dataclass(frozen=True, slots=True)
+class TurnRun:
+    """A turn that has not ended (`turn_runs`): how to rebuild it and where it stood."""
+
+    message_id: str
+    chat_id: str
+    owner: str
+    """Who runs it: `host:port:slot` of a server (a restart knows its own)."""
+    status: str
+    """`running`, or `paused` (waiting for an answer, run by nobody)."""
+    resumes: int
+    """How many times it was taken over after its runner stopped."""
+    request: dict[str, Any]
+    """What rebuilds the turn: route, user, features, history, client tools."""
+    state: dict[str, Any] | None
+    """The last checkpoint (`engine.checkpoint.TurnState.to_json`); None before the first."""
+    updated_at: datetime
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,4 +267,29 @@ class Store(ChatStore, Protocol):
 
     async def in_progress_turns(self, *, chat_id: str | None = None) -> list[StoredMessage]:
         """Assistant turns still `in_progress` (all chats, or one), oldest first."""
+        ...
+
+    async def start_run(
+        self, chat_id: str, message_id: str, *, owner: str, request: Mapping[str, Any]
+    ) -> None:
+        """Record a turn that starts (status `running`, no state yet)."""
+        ...
+
+    async def save_run_state(self, message_id: str, state: Mapping[str, Any]) -> bool:
+        """The turn's latest checkpoint; False when its run is gone (ended, chat deleted)."""
+        ...
+
+    async def claim_run(self, message_id: str, *, owner: str) -> TurnRun | None:
+        """Take a run over (its owner now `owner`, `resumes` one more); None if it is gone.
+        The caller holds the chat's lease."""
+        ...
+
+    async def end_run(self, message_id: str) -> None:
+        """Forget a run (its turn was saved for good); nothing if there is none."""
+        ...
+
+    async def list_runs(
+        self, *, chat_id: str | None = None, owner: str | None = None
+    ) -> list[TurnRun]:
+        """Runs not ended (all, one chat's, or one owner's), oldest first."""
         ...

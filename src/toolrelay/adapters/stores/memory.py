@@ -20,6 +20,7 @@ from toolrelay.adapters.stores import (
     NewChat,
     NotFoundError,
     StoredMessage,
+    TurnRun,
     User,
     generate_key,
     hash_key,
@@ -27,6 +28,7 @@ from toolrelay.adapters.stores import (
     key_matches,
     key_tail,
     message_content,
+    plain_json,
     public_prefix,
     turn_fields,
     utc_now,
@@ -50,6 +52,7 @@ class MemoryStore:
         self._chats: dict[str, Chat] = {}
         self._messages: dict[str, StoredMessage] = {}
         self._outputs: dict[str, tuple[str, str]] = {}  # item id -> (chat id, whole text)
+        self._runs: dict[str, TurnRun] = {}  # message id -> the run of a turn not ended
 
     @classmethod
     async def open(
@@ -344,6 +347,46 @@ class MemoryStore:
             if m.role == "assistant"
             and m.status == "in_progress"
             and (chat_id is None or m.chat_id == chat_id)
+        ]
+
+    async def start_run(
+        self, chat_id: str, message_id: str, *, owner: str, request: Mapping[str, Any]
+    ) -> None:
+        if chat_id not in self._chats:
+            raise NotFoundError(f"chat {chat_id!r} not found")
+        self._runs[message_id] = TurnRun(
+            message_id, chat_id, owner, "running", 0, plain_json(request), None, self._now()
+        )
+
+    async def save_run_state(self, message_id: str, state: Mapping[str, Any]) -> bool:
+        run = self._runs.get(message_id)
+        if run is None:
+            return False
+        self._runs[message_id] = replace(run, state=plain_json(state), updated_at=self._now())
+        return True
+
+    async def claim_run(self, message_id: str, *, owner: str) -> TurnRun | None:
+        run = self._runs.get(message_id)
+        if run is None:
+            return None
+        run = replace(
+            run, owner=owner, status="running", resumes=run.resumes + 1, updated_at=self._now()
+        )
+        self._runs[message_id] = run
+        return copy.deepcopy(run)
+
+    async def end_run(self, message_id: str) -> None:
+        self._runs.pop(message_id, None)
+
+    async def list_runs(
+        self, *, chat_id: str | None = None, owner: str | None = None
+    ) -> list[TurnRun]:
+        return [
+            copy.deepcopy(r)
+            for r in self._runs.values()
+            if r.chat_id in self._chats
+            and (chat_id is None or r.chat_id == chat_id)
+            and (owner is None or r.owner == owner)
         ]
 
     async def get_messages(self, chat_id: str) -> list[StoredMessage]:

@@ -194,3 +194,24 @@ SEARCH_SCHEMA: Final = frozenset(
 def modelled(name: str | None, kind: str, *_: Any) -> bool:
     """Alembic's `include_name`: everything but the unmodelled search index."""
     return name not in SEARCH_SCHEMA
+
+
+class TurnRunRow(Base):
+    """A turn that has not ended: what rebuilds it (`request`) and its last step boundary
+    (`state`, `engine.checkpoint`), so another worker or a restarted server goes on from
+    there. Deleted when the turn's final save is done."""
+
+    __tablename__ = "turn_runs"
+
+    message_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    chat_id: Mapped[str] = mapped_column(
+        String(64), ForeignKey("chats.id", ondelete="CASCADE"), index=True
+    )
+    owner: Mapped[str] = mapped_column(String(255))
+    """The server (host, port, worker slot) running it: a restart takes its own back at once."""
+    status: Mapped[str] = mapped_column(String(16))
+    resumes: Mapped[int] = mapped_column(Integer, default=0)
+    request: Mapped[dict[str, Any]] = mapped_column(JSON)
+    state: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime)

@@ -37,6 +37,11 @@ def _json_copy(value: Any) -> Any:
     return orjson.loads(orjson.dumps(value))
 
 
+def plain_json(value: Any) -> Any:
+    """`value` as plain JSON values (a deep copy); TypeError for anything else."""
+    return _json_copy(value)
+
+
 def _dict_or_none(turn: Mapping[str, Any], key: str) -> dict[str, Any] | None:
     value = _json_copy(turn.get(key))
     if value is not None and not isinstance(value, dict):

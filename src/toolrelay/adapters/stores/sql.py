@@ -88,6 +88,7 @@ from toolrelay.adapters.stores.sql_index import (
     index_title,
     keep_outputs,
 )
+from toolrelay.adapters.stores.sql_runs import RunRows
 from toolrelay.adapters.stores.whole import uninterruptible
 from toolrelay.core.ids import new_id
 from toolrelay.engine.interfaces import Message
@@ -263,7 +264,7 @@ async def _require_user(session: AsyncSession, user_id: str) -> None:
 
 
 @uninterruptible
-class SQLStore:
+class SQLStore(RunRows):
     """One async engine, a session per call; records out, rows never leave this module.
     A call runs to its end even when its caller is cancelled (`whole`)."""
 

@@ -187,6 +187,7 @@ class MCPServer:
                 parameters=item.input_schema or {"type": "object", "properties": {}},
                 timeout=self.timeout,
                 requires_approval=self.requires_approval,
+                idempotent=_idempotent(item),
                 kind="mcp",
                 filter_arguments=False,
                 validates_arguments=True,  # the server validates and says what is wrong (R8)
@@ -319,3 +320,10 @@ def _sse_transport(url: str, headers: Mapping[str, str]) -> Transport:
 async def _closing(client: Any, inner: AbstractAsyncContextManager[Any]) -> Any:
     async with client, inner as streams:
         yield streams
+
+
+def _idempotent(item: mt.Tool) -> bool:
+    """The server's `idempotentHint` or `readOnlyHint` (MCP tool annotations): a call cut
+    by a stopped server is run again when its turn resumes."""
+    hints = item.annotations
+    return hints is not None and bool(hints.idempotent_hint or hints.read_only_hint)

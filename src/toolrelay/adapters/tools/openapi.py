@@ -35,6 +35,10 @@ _ANSWER_S = 300.0
 """The longest an answer may take (the runner's per-call timeout is usually shorter)."""
 
 
+IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})
+"""HTTP's idempotent methods (RFC 9110 9.2.2): a call cut by a stopped server is run again."""
+
+
 class OpenAPIServer:
     """The operations of an OpenAPI server, as tools."""
 
@@ -113,6 +117,7 @@ class OpenAPIServer:
                 parameters=op.parameters,
                 timeout=self.timeout,
                 requires_approval=self.requires_approval,
+                idempotent=op.method.upper() in IDEMPOTENT_METHODS,
             )
             tools.append(SourceTool(spec, self))
         self._tools, self._ops = tools, ops

@@ -203,6 +203,7 @@ class PythonTool:
         sequential: bool = False,
         requires_approval: bool = False,
         inline: bool = False,
+        idempotent: bool = False,
     ) -> None:
         tool_name: str = name or str(getattr(fn, "__name__", ""))
         if not _NAME_RE.fullmatch(tool_name):
@@ -222,6 +223,7 @@ class PythonTool:
             timeout=timeout,
             sequential=sequential,
             requires_approval=requires_approval,
+            idempotent=idempotent,
             filter_arguments=not self._sig.var_keyword,
             validates_arguments=True,
         )
@@ -287,6 +289,7 @@ def tool(
     sequential: bool = False,
     requires_approval: bool = False,
     inline: bool = False,
+    idempotent: bool = False,
 ) -> PythonTool: ...
 
 
@@ -300,6 +303,7 @@ def tool(
     sequential: bool = False,
     requires_approval: bool = False,
     inline: bool = False,
+    idempotent: bool = False,
 ) -> Callable[[Callable[..., Any]], PythonTool]: ...
 
 
@@ -312,11 +316,14 @@ def tool(
     sequential: bool = False,
     requires_approval: bool = False,
     inline: bool = False,
+    idempotent: bool = False,
 ) -> PythonTool | Callable[[Callable[..., Any]], PythonTool]:
     """Make a function a tool; use as `@tool` or `@tool(name=…, timeout=…)`.
 
     `inline=True` runs a sync function on the event loop instead of a worker
-    thread: only for quick functions that never block.
+    thread: only for quick functions that never block. `idempotent=True` says a
+    second run with the same arguments changes nothing more: a call cut by a
+    stopped server is then run again when its turn resumes (docs/reliability.md).
     """
 
     def wrap(func: Callable[..., Any]) -> PythonTool:
@@ -328,6 +335,7 @@ def tool(
             sequential=sequential,
             requires_approval=requires_approval,
             inline=inline,
+            idempotent=idempotent,
         )
 
     return wrap if fn is None else wrap(fn)

@@ -311,7 +311,7 @@ function onEvent(event) {
 
 function isTurnEvent(type) {
   return type.startsWith("response.") || type === "chat:completion" || type === "chat:message:error" ||
-    type === "source" || type.startsWith("tool:") || type === "execute:tool";
+    type === "source" || type.startsWith("tool:") || type === "execute:tool" || type === "chat:turn:resumed";
 }
 
 function startTurnView() {

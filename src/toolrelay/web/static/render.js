@@ -329,6 +329,7 @@ export class TurnView {
       case "tool:approval": return this.later(() => this.approval(data));
       case "execute:tool": return this.later(() => this.clientTool(data));
       case "chat:message:follow_ups": return this.setFollowUps(data.follow_ups);
+      case "chat:turn:resumed": return this.resumed(data.output || []);
       default: return;
     }
   }
@@ -364,6 +365,17 @@ export class TurnView {
     if (!this.byIndex.get(index)) this.itemAdded(index, item);
     const view = this.byIndex.get(index);
     if (view) view.done(item);
+  }
+
+  // A turn taken over after its server stopped: what it had at its last checkpoint
+  // replaces what was shown (a response cut mid-stream is asked for again).
+  resumed(output) {
+    this.items.replaceChildren();
+    this.byIndex = new Map();
+    this.byItemId = new Map();
+    this.cards = new Map();
+    this.pendingOutputs = new Map();
+    output.forEach((item, index) => this.itemDone(index, item));
   }
 
   // A saved turn (from the chat's snapshot): its items, then its end.

@@ -1,0 +1,103 @@
+"""The SQL store's `turn_runs`: turns not ended yet and their last checkpoint.
+
+A mixin of `SQLStore` (kept apart to keep `sql.py` small): each call is one short
+transaction, run whole even when its caller is cancelled (`stores.whole`); a
+checkpoint is one UPDATE of one row, never per token.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import delete, select, update
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from toolrelay.adapters.stores.base import NotFoundError, TurnRun
+from toolrelay.adapters.stores.models import ChatRow, TurnRunRow
+from toolrelay.adapters.stores.records import plain_json
+from toolrelay.adapters.stores.whole import uninterruptible
+
+
+def _run(row: TurnRunRow) -> TurnRun:
+    return TurnRun(
+        message_id=row.message_id,
+        chat_id=row.chat_id,
+        owner=row.owner,
+        status=row.status,
+        resumes=row.resumes,
+        request=dict(row.request or {}),
+        state=dict(row.state) if row.state is not None else None,
+        updated_at=row.updated_at,
+    )
+
+
+@uninterruptible
+class RunRows:
+    """`Store`'s run methods over `turn_runs`; `SQLStore` provides the session makers."""
+
+    _sessions: async_sessionmaker[AsyncSession]
+    _now: Callable[[], datetime]
+
+    def _write(self) -> contextlib.AbstractAsyncContextManager[AsyncSession]:
+        raise NotImplementedError
+
+    async def start_run(
+        self, chat_id: str, message_id: str, *, owner: str, request: Mapping[str, Any]
+    ) -> None:
+        now = self._now()
+        row = TurnRunRow(
+            message_id=message_id,
+            chat_id=chat_id,
+            owner=owner,
+            status="running",
+            resumes=0,
+            request=plain_json(request),
+            state=None,
+            created_at=now,
+            updated_at=now,
+        )
+        async with self._write() as session:
+            if await session.get(ChatRow, chat_id) is None:
+                raise NotFoundError(f"chat {chat_id!r} not found")
+            session.add(row)
+
+    async def save_run_state(self, message_id: str, state: Mapping[str, Any]) -> bool:
+        query = (
+            update(TurnRunRow)
+            .where(TurnRunRow.message_id == message_id)
+            .values(state=plain_json(state), updated_at=self._now())
+        )
+        async with self._write() as session:
+            result = await session.execute(query)
+        return bool(getattr(result, "rowcount", 0))
+
+    async def claim_run(self, message_id: str, *, owner: str) -> TurnRun | None:
+        async with self._write() as session:
+            row = await session.get(TurnRunRow, message_id)
+            if row is None:
+                return None
+            row.owner, row.resumes, row.updated_at = owner, row.resumes + 1, self._now()
+            row.status = "running"
+            return _run(row)
+
+    async def end_run(self, message_id: str) -> None:
+        async with self._write() as session:
+            await session.execute(delete(TurnRunRow).where(TurnRunRow.message_id == message_id))
+
+    async def list_runs(
+        self, *, chat_id: str | None = None, owner: str | None = None
+    ) -> list[TurnRun]:
+        query = select(TurnRunRow)
+        if chat_id is not None:
+            query = query.where(TurnRunRow.chat_id == chat_id)
+        if owner is not None:
+            query = query.where(TurnRunRow.owner == owner)
+        async with self._sessions() as session:
+            rows = await session.scalars(query.order_by(TurnRunRow.created_at))
+            return [_run(row) for row in rows]
+
+
+__all__ = ["RunRows"]

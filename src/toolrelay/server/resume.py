@@ -1,0 +1,109 @@
+"""What lets a chat turn outlive the process running it: its run record and checkpoints.
+
+`TurnManager` (in `turns.py`) records each turn it starts in the store's
+`turn_runs` (`Store.start_run`): who runs it (`node`) and what rebuilds it
+(route, user, features, history, client tools: `run_request`). The engine saves
+the turn's state there at each step boundary (`StoreCheckpoints`,
+`engine.checkpoint`). When the runner dies, its lease runs out and another
+worker (or the same server restarted, at once: it knows its own `node`) takes
+the run over from its last checkpoint; a run that cannot go on (its route is
+gone, its state unreadable, or it was taken over `max_resumes` times) fails
+with an error that says why, its output kept.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import socket
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from toolrelay.adapters.stores import Store, StoredMessage, TurnRun
+from toolrelay.engine.checkpoint import TurnState
+from toolrelay.engine.interfaces import Message, Tool
+from toolrelay.server.client_tools import ClientTool
+
+log = logging.getLogger(__name__)
+
+
+def default_node(data_dir: Path | str = "", port: int | str = "", slot: int | str = "") -> str:
+    """This server's name in `turn_runs.owner`: host, data directory, port and worker
+    slot. A server restarted with the same ones takes its dead runs back at start
+    instead of waiting for their leases to run out; two live servers never share one
+    (they cannot share a port and a data directory on one host)."""
+    place = hashlib.sha256(str(Path(data_dir).resolve()).encode()).hexdigest()[:12]
+    return f"{socket.gethostname()}:{port}:{slot}:{place}"
+
+
+class StoreCheckpoints:
+    """`engine.checkpoint.Checkpoints` on a turn's run row."""
+
+    def __init__(self, store: Store, message_id: str) -> None:
+        self._store = store
+        self._message_id = message_id
+
+    async def save(self, state: Mapping[str, Any]) -> None:
+        await self._store.save_run_state(self._message_id, state)
+
+
+def run_request(
+    route: str,
+    user: Mapping[str, Any],
+    history: Sequence[Message],
+    client_tools: Sequence[Tool],
+    features: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    """What `rebuild` needs, as plain JSON."""
+    return {
+        "route": route,
+        "user": dict(user),
+        "history": list(history),
+        "client_tools": [
+            {
+                "name": t.spec.name,
+                "description": t.spec.description,
+                "parameters": t.spec.parameters,
+            }
+            for t in client_tools
+        ],
+        "features": dict(features) if features is not None else None,
+    }
+
+
+class Rebuilt:
+    """A run's request and state, read back."""
+
+    def __init__(self, run: TurnRun) -> None:
+        request = run.request
+        self.route = str(request.get("route") or "")
+        self.user: dict[str, Any] = dict(request.get("user") or {})
+        self.history: list[Message] = [dict(m) for m in request.get("history") or []]
+        self.client_tools: list[Tool] = [
+            ClientTool(str(t["name"]), str(t.get("description") or ""), t.get("parameters") or {})
+            for t in request.get("client_tools") or []
+        ]
+        features = request.get("features")
+        self.features: dict[str, Any] | None = dict(features) if features is not None else None
+        self.state = TurnState.from_json(run.state) if run.state is not None else TurnState()
+
+
+def resume_refusal(run: TurnRun, routes: Mapping[str, Any], max_resumes: int) -> str | None:
+    """Why a run cannot go on, or None."""
+    if run.resumes > max_resumes:
+        return (
+            f"The server running this turn stopped {run.resumes} times; it was not "
+            f"resumed again (max_resumes = {max_resumes}). The partial answer was kept."
+        )
+    if str(run.request.get("route") or "") not in routes:
+        return (
+            f"The server running this turn stopped, and its model "
+            f"{run.request.get('route')!r} is no longer served; the partial answer was kept."
+        )
+    return None
+
+
+def unfinished(messages: Sequence[StoredMessage], message_id: str) -> StoredMessage | None:
+    """The run's assistant row while it is still `in_progress`."""
+    return next((m for m in messages if m.id == message_id), None)

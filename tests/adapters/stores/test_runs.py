@@ -1,0 +1,43 @@
+"""`turn_runs`: turns not ended, their request and last checkpoint (durable turns)."""
+
+from __future__ import annotations
+
+import pytest
+
+from toolrelay.adapters.stores import NotFoundError, Store
+
+pytestmark = pytest.mark.anyio
+
+REQUEST = {"route": "m", "user": {"id": "u"}, "history": [{"role": "user", "content": "hi"}]}
+
+
+async def test_a_run_is_started_checkpointed_claimed_and_ended(store: Store) -> None:
+    alice = await store.create_user("alice")
+    chat = await store.create_chat(alice.id)
+    await store.start_run(chat.id, "msg_a", owner="host:1:0", request=REQUEST)
+    [run] = await store.list_runs()
+    assert (run.chat_id, run.owner, run.status, run.resumes) == (chat.id, "host:1:0", "running", 0)
+    assert run.request == REQUEST and run.state is None
+    assert await store.save_run_state("msg_a", {"v": 1, "output": ["\u00e9"]}) is True
+    assert await store.save_run_state("msg_missing", {"v": 1}) is False
+    claimed = await store.claim_run("msg_a", owner="host:1:1")
+    assert claimed is not None
+    assert (claimed.owner, claimed.resumes) == ("host:1:1", 1)
+    assert claimed.state == {"v": 1, "output": ["\u00e9"]}
+    assert [r.message_id for r in await store.list_runs(owner="host:1:1")] == ["msg_a"]
+    assert await store.list_runs(owner="host:1:0") == []
+    assert [r.message_id for r in await store.list_runs(chat_id=chat.id)] == ["msg_a"]
+    await store.end_run("msg_a")
+    await store.end_run("msg_a")  # twice: nothing
+    assert await store.list_runs() == []
+    assert await store.claim_run("msg_a", owner="x") is None
+
+
+async def test_runs_go_with_their_chat(store: Store) -> None:
+    alice = await store.create_user("alice")
+    chat = await store.create_chat(alice.id)
+    await store.start_run(chat.id, "msg_a", owner="n", request=REQUEST)
+    assert await store.delete_chat(chat.id, user_id=alice.id)
+    assert await store.list_runs() == []
+    with pytest.raises(NotFoundError):
+        await store.start_run(chat.id, "msg_b", owner="n", request=REQUEST)
