@@ -17,6 +17,7 @@ It does not install a file's `requirements`: they must already be importable.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import re
 from collections.abc import Mapping, Sequence
@@ -160,7 +161,10 @@ class OpenWebUITools:
         args, kwargs = method.bind(arguments, context)
         extras = self.host.extras(context, emitter)
         kwargs.update({k: extras[k] for k in method.context_params if k in extras})
-        result = method.fn(*args, **kwargs)
+        if inspect.iscoroutinefunction(method.fn):
+            result = await method.fn(*args, **kwargs)
+        else:  # a sync method in a thread: it never stalls the loop, a timeout ends the wait
+            result = await asyncio.to_thread(method.fn, *args, **kwargs)
         if inspect.isawaitable(result):
             result = await result
         if self.citation and emitter is not None:
