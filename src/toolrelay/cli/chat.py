@@ -133,6 +133,15 @@ def chat(
         bool,
         typer.Option("--no-save", "-n", help="Do not save the conversation in the data directory."),
     ] = False,
+    record: Annotated[
+        Path | None,
+        typer.Option(
+            "--record",
+            metavar="DIR",
+            help="Write every exchange with the model server into DIR as test fixtures "
+            "(secrets scrubbed; docs/development.md).",
+        ),
+    ] = None,
     code: Annotated[
         bool,
         typer.Option(
@@ -150,7 +159,7 @@ def chat(
     'toolrelay chats'; -c continues the last one).
     """
     err = Console(stderr=True, soft_wrap=True)
-    choice = ModelChoice(model, base_url, api_key, api, config, max_iterations, code)
+    choice = ModelChoice(model, base_url, api_key, api, config, max_iterations, code, record)
     servers = [*(("mcp", m) for m in mcp or []), *(("openapi", u) for u in openapi or [])]
     session = prompt is None and sys.stdin.isatty() and not as_json
     resume = Resume(chat_id=LAST if resume_last else cid, save=not no_save)

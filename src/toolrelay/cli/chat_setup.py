@@ -52,6 +52,8 @@ class ModelChoice:
     max_iterations: int | None = None
     code: bool = False
     """`--code`: the model may run Python in a sandboxed Jupyter kernel."""
+    record: Path | None = None
+    """`--record DIR`: every exchange with the model server written there as a fixture."""
 
     def with_model(self, model: str) -> ModelChoice:
         return dataclasses.replace(self, model=model)
@@ -107,7 +109,11 @@ def build_setup(choice: ModelChoice, file_tools: list[Tool | ToolSource]) -> Cha
 
         base = load_settings(choice.config).limits.to_run_limits()
         client = direct_client(
-            choice.api, base_url=choice.base_url, model=choice.model, api_key=choice.api_key
+            choice.api,
+            base_url=choice.base_url,
+            model=choice.model,
+            api_key=choice.api_key,
+            record=choice.record,
         )
         limits = _limits(base, choice.max_iterations)
         return ChatSetup(client, list(file_tools), limits, client.aclose, choice.model)
@@ -144,17 +150,22 @@ async def close_sources(tools: Sequence[Tool | ToolSource]) -> None:
             await item.aclose()
 
 
-def direct_client(api: Api, *, base_url: str, model: str, api_key: str | None) -> ModelClient:
-    """A client for `--base-url`, by wire API."""
-    from toolrelay.adapters.models import Ollama, OpenAIChat, OpenAIResponses
+def direct_client(
+    api: Api, *, base_url: str, model: str, api_key: str | None, record: Path | None = None
+) -> ModelClient:
+    """A client for `--base-url`, by wire API (`record`: `--record DIR`)."""
+    from toolrelay.adapters.http.record import Recorder
+    from toolrelay.adapters.models import HTTPOptions, Ollama, OpenAIChat, OpenAIResponses
 
+    recorder = None if record is None else Recorder(record, secrets=[api_key or ""])
+    http = HTTPOptions(record=recorder)
     match api:
         case Api.chat:
-            return OpenAIChat(base_url=base_url, model=model, api_key=api_key)
+            return OpenAIChat(base_url=base_url, model=model, api_key=api_key, http=http)
         case Api.responses:
-            return OpenAIResponses(base_url=base_url, model=model, api_key=api_key)
+            return OpenAIResponses(base_url=base_url, model=model, api_key=api_key, http=http)
         case Api.ollama:
-            return Ollama(base_url=base_url, model=model, api_key=api_key)
+            return Ollama(base_url=base_url, model=model, api_key=api_key, http=http)
 
 
 def _route_setup(choice: ModelChoice, file_tools: list[Tool | ToolSource]) -> ChatSetup:
@@ -164,13 +175,18 @@ def _route_setup(choice: ModelChoice, file_tools: list[Tool | ToolSource]) -> Ch
     """
     from toolrelay.config import build_registry, load_settings, setup_hint
 
-    registry = build_registry(load_settings(choice.config))
+    settings = load_settings(choice.config)
+    if choice.record is not None:
+        settings = settings.model_copy(update={"record": choice.record})
+    registry = build_registry(settings)
     limits = _limits(registry.limits, choice.max_iterations)
     name = choice.model
     upstream = os.environ.get("OPENAI_BASE_URL", "").strip()
     if name and name not in registry.routes and upstream:
         key = choice.api_key or os.environ.get("OPENAI_API_KEY") or None
-        client = direct_client(Api.chat, base_url=upstream, model=name, api_key=key)
+        client = direct_client(
+            Api.chat, base_url=upstream, model=name, api_key=key, record=choice.record
+        )
 
         async def close() -> None:
             await client.aclose()

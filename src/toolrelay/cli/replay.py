@@ -14,6 +14,7 @@ from rich.markdown import Markdown
 from rich.panel import Panel
 from rich.text import Text
 
+from toolrelay.adapters.http.record import EXCHANGE_SUFFIX
 from toolrelay.core.body import BodyReader, ReadResult
 from toolrelay.core.formats.content import BodyFormat, detect_format
 
@@ -38,7 +39,9 @@ def replay(
     path: Annotated[
         Path,
         typer.Argument(
-            metavar="FILE", help="A recorded body: .sse, .ndjson or .json ('-': stdin)."
+            metavar="FILE",
+            help="A recorded body: .sse, .ndjson or .json ('-': stdin), or a recording's "
+            ".exchange.json (--record DIR).",
         ),
     ],
     format: Annotated[
@@ -52,10 +55,16 @@ def replay(
     err = Console(stderr=True)
     try:
         body = sys.stdin.buffer.read() if str(path) == "-" else path.read_bytes()
-    except OSError as exc:
-        err.print(f"[red]error:[/] cannot read {path}: {exc.strerror or exc}")
+        content_type = None
+        if path.name.endswith(EXCHANGE_SUFFIX):  # the body it names, framed as it was sent
+            from toolrelay.testing.recorded import read_exchange
+
+            exchange = read_exchange(path)
+            body, content_type = exchange.body, exchange.content_type
+    except (OSError, ValueError) as exc:
+        err.print(f"[red]error:[/] cannot read {path}: {getattr(exc, 'strerror', None) or exc}")
         raise typer.Exit(2) from None
-    framing = _FRAMING.get(format) or detect_format(body)
+    framing = _FRAMING.get(format) or detect_format(body, content_type)
     reader = BodyReader(framing)  # no clock: a replay's timings are meaningless
     evs = reader.feed(body)
     evs.extend(reader.finish())

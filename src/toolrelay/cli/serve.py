@@ -60,6 +60,15 @@ def serve(
             "code interpreter); they share events_url's bus, else one the parent hosts.",
         ),
     ] = None,
+    record: Annotated[
+        Path | None,
+        typer.Option(
+            "--record",
+            metavar="DIR",
+            help="Write every exchange with the model servers into DIR as test fixtures "
+            "(secrets scrubbed; docs/development.md).",
+        ),
+    ] = None,
 ) -> None:
     """Run the HTTP server (OpenAI-compatible API, chat API, web page)."""
     from toolrelay.config import build_registry, load_settings
@@ -69,7 +78,7 @@ def serve(
     try:
         require("toolrelay serve", "server", SERVER)
         settings = load_settings(config)
-        settings = _with_flags(settings, host, port, log_level, log_format)
+        settings = _with_flags(settings, host, port, log_level, log_format, record)
         require_for_urls(settings.database_url, settings.events_url)
         if settings.otel_endpoint:
             require("otel_endpoint", "otel", OTEL)
@@ -277,11 +286,18 @@ def _with_flags(
     port: int | None,
     log_level: str | None,
     log_format: str | None,
+    record: Path | None = None,
 ) -> Settings:
     """The flags win over the settings (checked like the settings: one line, exit 2)."""
     from pydantic import ValidationError
 
-    given = {"host": host, "port": port, "log_level": log_level, "log_format": log_format}
+    given = {
+        "host": host,
+        "port": port,
+        "log_level": log_level,
+        "log_format": log_format,
+        "record": record,
+    }
     changes = {k: v for k, v in given.items() if v is not None}
     if not changes:
         return settings

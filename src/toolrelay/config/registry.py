@@ -17,8 +17,10 @@ import logging
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from toolrelay.adapters.http.record import Recorder
 from toolrelay.adapters.models import Ollama, OpenAIChat, OpenAIResponses
 from toolrelay.adapters.pipelines import HttpOutlet
 from toolrelay.adapters.tools import load_tools_from_file, load_tools_from_module
@@ -62,6 +64,8 @@ class Registry:
     """Who may run code besides admins: `admins` (nobody else) or `everyone`."""
     background: TaskSetup | None = None
     """`[tasks]`: each background task's route and prompt; None: all three on `task_model`."""
+    record: Path | None = None
+    """The settings' `record`: where routes without their own write their exchanges."""
     toolbox: Toolbox = field(init=False, repr=False)
     """Every tool and source: what `GET /api/tools` and `toolrelay tools list` show."""
     _route_tools: dict[str, CheckedTools] = field(init=False, repr=False, default_factory=dict)
@@ -106,7 +110,7 @@ class Registry:
         """A route known only after the registry was built (the embedded model's port)."""
         if route.name in self.routes:
             raise ConfigError(f"model route {route.name!r} is already configured")
-        client = _client(route, os.environ if env is None else env)
+        client = _client(route, os.environ if env is None else env, self.record)
         self.routes[route.name] = route
         filtered = _filtered({route.name: client}, self.filters)
         self.clients[route.name] = _windowed(filtered, {route.name: route})[route.name]
@@ -149,7 +153,7 @@ def build_registry(settings: Settings, *, env: Mapping[str, str] | None = None) 
         unknown = [name for name in route.tools or [] if name not in tools and name not in sources]
         if unknown and not sources:  # with servers, a name may be one of their tools
             raise ConfigError(f"models[{index}].tools: unknown tool {unknown[0]!r}")
-    clients = {route.name: _client(route, environ) for route in settings.models}
+    clients = {route.name: _client(route, environ, settings.record) for route in settings.models}
     filters = _by_priority([_load_filter(ref) for ref in settings.filters])
     return Registry(
         routes=routes,
@@ -164,6 +168,7 @@ def build_registry(settings: Settings, *, env: Mapping[str, str] | None = None) 
             settings.code_interpreter, settings.data_dir, settings.config_file
         ),
         code_users=settings.code_interpreter.users,
+        record=settings.record,
     )
 
 
@@ -213,10 +218,19 @@ def _api_key(route: ModelRoute, environ: Mapping[str, str]) -> str | None:
     return key
 
 
-def _client(route: ModelRoute, environ: Mapping[str, str]) -> ModelClient:
-    """The client class for the route's API, configured from the route."""
+def _client(
+    route: ModelRoute, environ: Mapping[str, str], record: Path | None = None
+) -> ModelClient:
+    """The client class for the route's API, configured from the route (`record`: the
+    settings' recording directory, when the route names none)."""
     key = _api_key(route, environ)
-    http = http_options(route.timeouts, route.retries, route.max_response_bytes)
+    directory = route.record or record
+    recorder = (
+        None
+        if directory is None
+        else Recorder(directory, secrets=[key or ""], secret_fields=route.record_scrub)
+    )
+    http = http_options(route.timeouts, route.retries, route.max_response_bytes, recorder)
     if route.kind == "openai-responses":
         return OpenAIResponses(
             base_url=route.base_url,

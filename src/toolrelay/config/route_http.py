@@ -21,6 +21,7 @@ from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from toolrelay.adapters.http.record import Recorder
 from toolrelay.adapters.models.http import (
     DEFAULT_MAX_RESPONSE_BYTES,
     DEFAULT_RETRY,
@@ -92,11 +93,15 @@ def parse_size(value: Any) -> Any:
 
 
 def http_options(
-    timeouts: RouteTimeouts, retries: RouteRetries, max_response_bytes: int
+    timeouts: RouteTimeouts,
+    retries: RouteRetries,
+    max_response_bytes: int,
+    record: Recorder | None = None,
 ) -> HTTPOptions:
     """The clients' options from a route's values (0 bytes: no cap)."""
     return HTTPOptions(
         timeouts=Timeouts(**timeouts.model_dump()),
         retry=Retry(attempts=retries.attempts, backoff=retries.backoff),
         max_response_bytes=max_response_bytes or None,
+        record=record,
     )

@@ -132,6 +132,13 @@ class ModelRoute(BaseModel):
     max_response_bytes: int = Field(default=DEFAULT_MAX_RESPONSE_BYTES, ge=0)
     """A model answer past this is cut, the turn ending with an error and its partial
     output kept; bytes or a size like "64 MiB"; 0: no cap."""
+    record: Path | None = None
+    """Write every exchange with the upstream (request, status, headers, the raw body)
+    as a fixture in this directory, secrets scrubbed (docs/development.md); unset:
+    `record` of the settings (`toolrelay serve|chat --record DIR`)."""
+    record_scrub: list[str] = Field(default_factory=list)
+    """More JSON body fields (any depth) the recording writes as `[scrubbed]`, beside
+    `api_key`, `token`, `password` and the like."""
     reasoning_tags: bool | list[str] | None = None
     """Inline reasoning tags in this model's text (SPEC R5, Open WebUI's model param):
     false turns tag detection off (`<think>` stays text), `["<start>", "<end>"]` is the
@@ -328,6 +335,9 @@ class Settings(BaseSettings):
     cors_origins: list[str] = Field(default_factory=list)
     auth: AuthConfig = Field(default_factory=AuthConfig)
     web: WebConfig = Field(default_factory=WebConfig)
+    record: Path | None = None
+    """Every route's upstream exchanges written as fixtures here (a route's own `record`
+    wins); `--record DIR` of `toolrelay serve` and `toolrelay chat`."""
     local: bool = True
     """With no model configured, serve the embedded model as route `local` (`config.local`)."""
     local_threads: int | None = Field(default=None, ge=1)

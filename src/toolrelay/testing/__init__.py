@@ -1,5 +1,6 @@
 """Test doubles users can import too: a scripted model, a replay model, a real-socket fake
-model server, a transport with no network, wire-format builders and a recording sink."""
+model server, a transport with no network, wire-format builders, a recording sink, and
+`--record DIR` recordings read back (`read_recording`, `recorded_replies`)."""
 
 from toolrelay.testing.fake_server import (
     BodyReply,
@@ -11,6 +12,7 @@ from toolrelay.testing.fake_server import (
     Reply,
     SSEReply,
 )
+from toolrelay.testing.recorded import Exchange, read_recording, recorded_replies
 from toolrelay.testing.scripted_model import Body, Refuse, ReplayModel, ScriptedModel, reply
 from toolrelay.testing.sinks import ListSink
 from toolrelay.testing.transport import MockResponse, MockTransport
@@ -19,6 +21,7 @@ from toolrelay.testing.wire import ToolCallSpec
 __all__ = [
     "Body",
     "BodyReply",
+    "Exchange",
     "FakeModelServer",
     "JSONReply",
     "ListSink",
@@ -33,5 +36,7 @@ __all__ = [
     "SSEReply",
     "ScriptedModel",
     "ToolCallSpec",
+    "read_recording",
+    "recorded_replies",
     "reply",
 ]

@@ -137,3 +137,26 @@ class ReplayModel(ScriptedModel):
             data = Path(path).read_bytes()
             bodies.append(Body(data, detect_format(data), piece=piece))
         super().__init__(*bodies)
+
+    @classmethod
+    def from_recording(cls, directory: str | Path, *, piece: int = 4096) -> ReplayModel:
+        """A `--record DIR` recording (`testing.recorded`) replayed in order: each answer's
+        body framed as its content type said, an error status refused with the message
+        the model client would have made of it, an unanswered request refused."""
+        from toolrelay.adapters.models.errors import error_from_response
+        from toolrelay.testing.recorded import read_recording
+
+        model = cls(piece=piece)
+        for exchange in read_recording(directory):
+            status = exchange.status
+            if status is None:
+                model.add(Refuse(f"Cannot connect to the model server: {exchange.error}"))
+            elif not 200 <= status < 300:
+                error = error_from_response(
+                    status, exchange.body, exchange.content_type, exchange.reason
+                )
+                model.add(Refuse(error.message, status))
+            else:
+                framing = detect_format(exchange.body, exchange.content_type)
+                model.add(Body(exchange.body, framing, piece=piece))
+        return model

@@ -43,6 +43,7 @@ from typing import Any, Final
 import orjson
 
 from toolrelay.adapters.http.aio import MAX_CONNECTIONS, AiohttpTransport
+from toolrelay.adapters.http.record import Recorder
 from toolrelay.adapters.http.seam import (
     ConnectError,
     NoResponse,
@@ -106,7 +107,8 @@ class HTTPOptions:
     win); `max_response_bytes` None: no cap; `max_connections` bounds the
     connections to the server (requests past it wait for one, within
     `timeouts.connect`); `transport` replaces aiohttp's (tests count open
-    bodies with one; `toolrelay.testing.MockTransport` needs no network).
+    bodies with one; `toolrelay.testing.MockTransport` needs no network);
+    `record` writes every exchange as a fixture (`adapters.http.record`).
     """
 
     headers: Mapping[str, str] = field(default_factory=dict)
@@ -115,6 +117,7 @@ class HTTPOptions:
     max_response_bytes: int | None = DEFAULT_MAX_RESPONSE_BYTES
     max_connections: int = MAX_CONNECTIONS
     transport: Transport | None = None
+    record: Recorder | None = None
 
 
 DEFAULT_HTTP: Final = HTTPOptions()
@@ -206,6 +209,8 @@ class Upstream:
         self.transport: Transport = options.transport or AiohttpTransport(
             connect_timeout=options.timeouts.connect, max_connections=options.max_connections
         )
+        if options.record is not None:
+            self.transport = options.record.wrap(self.transport)
         self._headers_by_stream = {flag: self._make_headers(flag) for flag in (True, False)}
 
     async def aclose(self) -> None:
