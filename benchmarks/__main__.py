@@ -21,6 +21,7 @@ SUITES = (
     "local_model",
     "code_interpreter",
     "bus_publish",
+    "checkpoints",
 )
 
 
