@@ -95,9 +95,11 @@ def test_keys_list_then_revoke(db_url: str) -> None:
     assert listed.exit_code == 0, listed.output
     assert listed.stderr == f"database: {db_url.removeprefix('sqlite+aiosqlite:///')}\n"
     header, row, admin_row = listed.stdout.splitlines()
-    assert header.split("\t") == ["id", "prefix", "name", "user", "role", "created", "revoked"]
+    assert header.split("\t") == ["id", "key", "name", "user", "role", "created", "revoked"]
     fields = row.split("\t")
-    assert fields[:5] == [key_id, "tr-…", "ci", "bot", "user"]  # no character of the secret
+    # the key's last 4 characters tell it apart from the others; nothing more of it is kept
+    assert fields[:5] == [key_id, f"tr-…{key[-4:]}", "ci", "bot", "user"]
+    assert fields[1] != admin_row.split("\t")[1]
     assert admin_row.split("\t")[2:5] == ["ops", "admin", "admin"]
     assert key not in listed.stdout  # the key itself is never shown again
 

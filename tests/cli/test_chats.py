@@ -73,6 +73,9 @@ def test_list_is_newest_first_and_names_the_database(
     assert invoke("chats", "list", "--limit", "1").stdout.count("\n") == 2
     found = invoke("chats", "list", "--search", "sunny").stdout.splitlines()[1:]
     assert [row.split("\t")[0] for row in found] == [two_chats[0]]  # in an answer, not a title
+    alone = invoke("chats")  # the group alone lists, as `chats list` does
+    assert alone.exit_code == 0, alone.output
+    assert alone.stdout == result.stdout
 
 
 def test_export_markdown_has_every_step(two_chats: tuple[str, str]) -> None:

@@ -39,6 +39,11 @@ def test_help_has_examples_and_no_type_names(path: tuple[str, ...]) -> None:
     assert TYPE_LABEL.findall(result.stdout) == []
 
 
+def test_brackets_in_help_survive_rich_markup() -> None:
+    result = CliRunner().invoke(app, ["chat", "--help"], env={"COLUMNS": "200"})
+    assert "[code_interpreter]" in result.stdout
+
+
 def test_chat_help_documents_the_api_key() -> None:
     result = CliRunner().invoke(app, ["chat", "--help"], env={"COLUMNS": "200"})
     line = next(x for x in result.stdout.splitlines() if "--api-key" in x)

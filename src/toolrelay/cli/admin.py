@@ -157,7 +157,8 @@ def keys_list(
     url: DatabaseURL = None,
     config: ConfigPath = None,
 ) -> None:
-    """List API keys as tab-separated lines (prefixes only: keys are stored hashed)."""
+    """List API keys as tab-separated lines: each key as `tr-…a1B2` (its last 4 characters;
+    keys are stored hashed, older keys show none)."""
 
     async def work(store: SQLStore) -> list[tuple[str, ...]]:
         users = {u.id: u for u in await store.list_users()}
@@ -167,14 +168,14 @@ def keys_list(
             name = who.name if who is not None else k.user_id
             role = "admin" if who is not None and who.is_admin else "user"
             created, revoked = _when(k.created_at), _when(k.revoked_at)
-            rows.append((k.id, k.prefix + "…", k.name, name, role, created, revoked))
+            rows.append((k.id, k.prefix + "…" + k.tail, k.name, name, role, created, revoked))
         return rows
 
     rows = _with_store(url, config, work)
     if not rows:
         Console(stderr=True, soft_wrap=True).print("no API keys")
         return
-    for row in [("id", "prefix", "name", "user", "role", "created", "revoked"), *rows]:
+    for row in [("id", "key", "name", "user", "role", "created", "revoked"), *rows]:
         typer.echo("\t".join(row))
 
 

@@ -147,7 +147,7 @@ def chat(
         typer.Option(
             "--code",
             help="Let the model run Python in a sandboxed Jupyter kernel (execute_code; "
-            "limits from [code_interpreter]).",
+            "limits from \\[code_interpreter]).",  # escaped: rich reads [x] as markup
         ),
     ] = False,
 ) -> None:

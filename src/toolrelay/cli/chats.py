@@ -33,9 +33,9 @@ if TYPE_CHECKING:
 __all__ = ["chats_app", "to_json", "to_markdown"]
 
 chats_app = typer.Typer(
-    help="Saved conversations (the server's chats and toolrelay chat's).",
-    no_args_is_help=True,
-    epilog="Examples:\n\n  toolrelay chats list\n\n  toolrelay chats show chat_0a1b…\n\n"
+    help="Saved conversations (the server's chats and toolrelay chat's); alone: list them.",
+    invoke_without_command=True,
+    epilog="Examples:\n\n  toolrelay chats\n\n  toolrelay chats list --search paris\n\n  toolrelay chats show chat_0a1b…\n\n"
     "  toolrelay chats export chat_0a1b… --format markdown > chat.md\n\n"
     "  toolrelay chats rm chat_0a1b…",
 )
@@ -52,6 +52,13 @@ ChatId = Annotated[
 class Format(StrEnum):
     json = "json"
     markdown = "markdown"
+
+
+@chats_app.callback()
+def chats_default(ctx: typer.Context) -> None:
+    """`toolrelay chats` alone lists the chats, as `chats list` does with its defaults."""
+    if ctx.invoked_subcommand is None:
+        list_chats()
 
 
 def _say(message: str) -> None:

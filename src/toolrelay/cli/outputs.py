@@ -97,9 +97,11 @@ class RichOutput:
 
     def __exit__(self, *exc: object) -> None:
         if self.live is not None:
-            self.live.__exit__(None, None, None)
+            self.live.__exit__(None, None, None)  # transient: the live area is erased
             self.live = None
         self._print_finished()
+        for renderable in self.renderer.take_rest():  # a turn cut short: what it showed stays
+            self.console.print(renderable)
 
     def feed(self, event: Event) -> None:
         self.renderer.feed(event)

@@ -249,6 +249,20 @@ class Renderer:
             out.append(self.summary())
         return out
 
+    def take_rest(self) -> list[RenderableType]:
+        """The blocks not yet taken, as they were last shown, for good: a turn cut short
+        (Ctrl-C) keeps on screen what it had shown in the live area, which then goes."""
+        rest: list[RenderableType] = []
+        for block in self.blocks[self._taken :]:
+            if isinstance(block, ToolBlock) and not block.finished:
+                rest.append(Text(f"{block.name}(…)  stopped", style="dim"))
+            elif isinstance(block, TextBlock) and not block.text.strip():
+                continue
+            else:
+                rest.append(self._view(block, live=False))
+        self._taken = len(self.blocks)
+        return rest
+
     def render(self) -> RenderableType:
         """The blocks not yet taken, as they look now (for `Live`)."""
         pending = self.blocks[self._taken :]

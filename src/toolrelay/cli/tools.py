@@ -41,7 +41,7 @@ def list_tools(
 
     async def describe() -> list[tuple[str, str, str]]:
         try:
-            infos = await registry.toolbox.describe()
+            infos = await registry.describe_tools()
         finally:
             await registry.aclose()
         return [(i.name, i.source, i.status) for i in infos]

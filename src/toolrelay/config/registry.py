@@ -31,11 +31,12 @@ from toolrelay.config.settings import ModelRoute, Settings
 from toolrelay.config.sources import is_file_ref
 from toolrelay.config.tasks import TaskSetup, task_setup
 from toolrelay.config.tool_servers import build_source
+from toolrelay.engine.code_tool import CODE_TOOL_DESCRIPTION, CODE_TOOL_NAME
 from toolrelay.engine.context_fit import ContextWindow
 from toolrelay.engine.interfaces import ModelClient, Tool, ToolSource, tools_by_name
 from toolrelay.engine.limits import RunLimits
 from toolrelay.engine.tasks import TASK_NAMES, BackgroundTask
-from toolrelay.engine.toolbox import CheckedTools, Toolbox, ToolSubset
+from toolrelay.engine.toolbox import CheckedTools, Toolbox, ToolInfo, ToolSubset
 from toolrelay.errors import ConfigError
 
 __all__ = ["Registry", "build_registry", "setup_hint"]
@@ -125,6 +126,18 @@ class Registry:
         """The enabled background tasks, each on its own route's client (`config.tasks`)."""
         assert self.background is not None  # set in __post_init__
         return self.background.tasks(self.clients)
+
+    async def describe_tools(self) -> list[ToolInfo]:
+        """Every tool a turn may be offered, for `GET /api/tools` and `toolrelay tools list`:
+        the toolbox's, and `execute_code` while the code interpreter is on (it is built per
+        turn, for the users `code_users` names, so the toolbox does not hold it)."""
+        infos = await self.toolbox.describe()
+        if self.code_runner is not None:
+            who = "everyone" if self.code_users == "everyone" else "admins"
+            infos.append(
+                ToolInfo(CODE_TOOL_NAME, CODE_TOOL_DESCRIPTION, f"code_interpreter ({who})", "ok")
+            )
+        return infos
 
     async def aclose(self) -> None:
         """Close every client, tool server (no child process left) and pooled filter."""

@@ -19,10 +19,10 @@ from toolrelay.core.tool_results import NormalisedResult, is_model_image
 from toolrelay.engine.interfaces import ToolContext, ToolSpec
 from toolrelay.engine.interpreter import CodeBudget, CodeJob, CodeRunner, code_session
 
-__all__ = ["CODE_TOOL_NAME", "CodeTool", "result_text"]
+__all__ = ["CODE_TOOL_DESCRIPTION", "CODE_TOOL_NAME", "CodeTool", "result_text"]
 
 CODE_TOOL_NAME = "execute_code"
-_DESCRIPTION = (
+CODE_TOOL_DESCRIPTION = (
     "Run Python code in a Jupyter kernel kept for this chat: variables, imports and files "
     "persist between calls. Returns stdout, stderr, the value of the last expression and "
     "any error; images shown (matplotlib) come back as images. Files are written to the "
@@ -51,7 +51,7 @@ class CodeTool:
         limit = getattr(runner, "max_timeout", None)
         self._spec = ToolSpec(
             name=CODE_TOOL_NAME,
-            description=_DESCRIPTION,
+            description=CODE_TOOL_DESCRIPTION,
             parameters=_PARAMETERS,
             timeout=float(limit) + 30.0 if isinstance(limit, int | float) else None,
             sequential=True,

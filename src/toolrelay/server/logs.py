@@ -172,10 +172,12 @@ def configure_logging(
         logger = logging.getLogger(name)
         logger.handlers.clear()  # ours, through the root
         logger.propagate = True
-    # httpx2 (the MCP SDK's client) says INFO for every request; a tool call is logged once
-    quiet_http = logging.DEBUG if root.level <= logging.DEBUG else logging.WARNING
-    for name in ("httpx2", "httpcore2"):
-        logging.getLogger(name).setLevel(quiet_http)
+    # httpx2 (the MCP SDK's client) says INFO for every request; a tool call is logged once.
+    # Alembic says INFO twice at every start ("Context impl …", "Will assume …"), migrating
+    # or not. Both are heard at DEBUG.
+    quiet = logging.DEBUG if root.level <= logging.DEBUG else logging.WARNING
+    for name in ("httpx2", "httpcore2", "alembic"):
+        logging.getLogger(name).setLevel(quiet)
     return redact
 
 

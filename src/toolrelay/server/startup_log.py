@@ -1,8 +1,10 @@
 """The lines `toolrelay serve` logs once it is up: what it serves, from where, and where to look.
 
 Routes (name, kind, upstream model and host), tools, tool servers with their
-status (started at start-up by `server.tool_probe`) and tool counts, the store, the bus and the URL to open. Secrets stay out: a URL's
-password is masked here and again by the log's redactor.
+status (started at start-up by `server.tool_probe`) and tool counts, the filters
+and the code interpreter when they are on (both change every turn: an operator
+must see them), the store, the bus and the URL to open. Secrets stay out: a
+URL's password is masked here and again by the log's redactor.
 """
 
 from __future__ import annotations
@@ -52,6 +54,21 @@ def log_startup(
         )
     for status in registry.toolbox.status() if servers is None else servers:
         log_status(status, waited=settings.tool_probe_s)
+    if registry.filters:
+        log.info(
+            "filters: %s",
+            ", ".join(settings.filters),
+            extra=fields(count=len(registry.filters)),
+        )
+    if registry.code_runner is not None:
+        code = settings.code_interpreter
+        log.info(
+            "code interpreter: on (%s engine, %s sandbox, network %s; runs code for %s)",
+            code.engine,
+            code.sandbox,
+            "on" if code.network else "off",
+            "everyone" if code.users == "everyone" else "admins only",
+        )
     log.info("store: %s", safe_url(settings.database_url))
     log.info("event bus: %s", safe_url(settings.events_url))
     metrics = (

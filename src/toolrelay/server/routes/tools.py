@@ -18,7 +18,7 @@ router = APIRouter(route_class=GuardedRoute)
 async def list_tools(svc: ServicesDep, _: UserDep) -> dict[str, Any]:
     """Lists (and so starts) every tool server; one that cannot start shows its error."""
     registry = svc.registry
-    infos = await registry.toolbox.describe()
+    infos = await registry.describe_tools()
     servers = [
         {"name": s.name, "state": s.state, "error": s.error} for s in registry.toolbox.status()
     ]
