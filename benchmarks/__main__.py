@@ -16,6 +16,7 @@ SUITES = (
     "chat_load",
     "tool_sources",
     "many_tools",
+    "long_history",
     "many_chats",
     "big_results",
     "local_model",

@@ -71,6 +71,8 @@ class MessageOut(_Doc):
 
 class ChatDetail(ChatOut):
     messages: list[MessageOut]
+    more: bool
+    """Earlier messages exist: ask again with `before` set to the first message's id."""
 
 
 class ChatList(_Doc):

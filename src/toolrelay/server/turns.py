@@ -287,7 +287,6 @@ class TurnManager:
         try:
             await fail_orphans(self.store, chat_id)  # a dead worker's turn, its lease expired
             relay = self.relay_for(route, store=self._saves)
-            history = await self.store.load_messages(chat_id)
             user_message_id = await self.store.add_message(chat_id, message)
             message_id = new_id("msg")
             # the assistant message exists (in progress) before the first event
@@ -296,17 +295,14 @@ class TurnManager:
                 message_id,
                 {"output": [], "content": "", "status": "in_progress", "model": route},
             )
-            request = run_request(route, user, [*history, message], client_tools, features)
-            await self.store.start_run(chat_id, message_id, owner=self.node, request=request)
         except BaseException as exc:
             await asyncio.shield(self.bus.end(name))
             if isinstance(exc, Exception) and not isinstance(exc, NotFoundError):
                 log.exception("could not start a turn in chat %s", chat_id)
                 raise TurnNotStarted(str(exc)) from exc
             raise
-        self._launch(
-            relay, chat_id, message_id, [*history, message], user, client_tools, features, None
-        )
+        # the history is read by the turn, after the 202: the one part that grows with the chat
+        self._launch(relay, chat_id, message_id, None, user, client_tools, features, None)
         return Started(message_id, user_message_id)
 
     def _launch(
@@ -314,13 +310,14 @@ class TurnManager:
         relay: Relay,
         chat_id: str,
         message_id: str,
-        history: Sequence[Message],
+        history: Sequence[Message] | None,
         user: Mapping[str, Any],
         client_tools: Sequence[Tool],
         features: Mapping[str, Any] | None,
         resume: TurnState | None,
     ) -> None:
-        """The turn's task and its control listener; the caller holds the chat's lease."""
+        """The turn's task and its control listener; the caller holds the chat's lease.
+        A new turn (`history` None) reads its history and records its run first."""
         loop = asyncio.get_running_loop()
         task = loop.create_task(
             self._run(
@@ -359,7 +356,7 @@ class TurnManager:
         relay: Relay,
         chat_id: str,
         message_id: str,
-        history: Sequence[Message],
+        history: Sequence[Message] | None,
         user: Mapping[str, Any],
         client_tools: Sequence[Tool],
         features: Mapping[str, Any] | None = None,
@@ -371,6 +368,11 @@ class TurnManager:
             keep_alive(self.bus, self.store, self.durability, chat_id, message_id, recorder)
         )
         try:
+            if history is None:  # a new turn: its history ends with the user message saved
+                history = await self.store.load_messages(chat_id)
+                route = str(relay.name)  # relay_for names it after its route
+                request = run_request(route, user, history, client_tools, features)
+                await self.store.start_run(chat_id, message_id, owner=self.node, request=request)
             await relay.run(
                 history,
                 sink=BusSink(self.bus, chat_id, recorder),

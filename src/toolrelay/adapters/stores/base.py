@@ -254,7 +254,13 @@ class Store(ChatStore, Protocol):
         transaction per batch instead of several per chat."""
         ...
 
-    async def get_messages(self, chat_id: str) -> list[StoredMessage]: ...
+    async def get_messages(
+        self, chat_id: str, *, before: str | None = None, limit: int | None = None
+    ) -> list[StoredMessage]:
+        """The chat's messages, oldest first; `limit`: only the last so many (before the
+        message whose id is `before`, when given: an unknown id gives none). A long chat
+        is read a page at a time this way."""
+        ...
 
     async def get_tool_output(self, chat_id: str, item_id: str) -> str | None:
         """The whole text of a tool result that was cut for the model (its output item's

@@ -389,8 +389,16 @@ class MemoryStore:
             and (owner is None or r.owner == owner)
         ]
 
-    async def get_messages(self, chat_id: str) -> list[StoredMessage]:
-        return [copy.deepcopy(m) for m in self._messages.values() if m.chat_id == chat_id]
+    async def get_messages(
+        self, chat_id: str, *, before: str | None = None, limit: int | None = None
+    ) -> list[StoredMessage]:
+        messages = [m for m in self._messages.values() if m.chat_id == chat_id]
+        if before is not None:
+            ids = [m.id for m in messages]
+            messages = messages[: ids.index(before)] if before in ids else []
+        if limit is not None:
+            messages = messages[max(len(messages) - limit, 0) :] if limit > 0 else []
+        return [copy.deepcopy(m) for m in messages]
 
     async def load_messages(self, chat_id: str) -> list[Message]:
         return history_messages(await self.get_messages(chat_id))

@@ -7,18 +7,18 @@ turned back into a Chat Completions history for the next turn.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Final
 
 import orjson
 
 from toolrelay.adapters.stores.base import StoredMessage, TurnFields
-from toolrelay.core.formats.transcript import to_chat_messages, unique_call_ids
+from toolrelay.core.formats.transcript import CallIdCounts, to_chat_messages, unique_call_ids
 from toolrelay.core.status import TurnStatus
 from toolrelay.engine.interfaces import Message
 
-__all__ = ["Clock", "history_messages", "message_content", "turn_fields", "utc_now"]
+__all__ = ["Clock", "history_messages", "history_of", "message_content", "turn_fields", "utc_now"]
 
 TURN_STATUSES: Final = frozenset({"in_progress", *TurnStatus})
 
@@ -91,22 +91,35 @@ def message_content(message: Mapping[str, Any]) -> tuple[str, Any]:
 
 
 def history_messages(messages: list[StoredMessage]) -> list[Message]:
-    """Chat Completions history: stored user/system messages, assistant turns expanded.
+    """Chat Completions history: stored user/system messages, assistant turns expanded."""
+    return history_of([(m.role, m.content, m.output) for m in messages])
+
+
+def history_of(
+    rows: Sequence[tuple[str, Any, list[dict[str, Any]] | None]],
+    counts: CallIdCounts | None = None,
+) -> list[Message]:
+    """The history from (role, content, output) of each stored message, in order.
 
     An assistant turn becomes its items replayed by `to_chat_messages` (tool calls
-    and results included, a call id reused across turns given a fresh one); a turn without items falls back to its text, and a turn
-    with neither is left out (providers reject empty assistant messages).
+    and results included, a call id reused across turns given a fresh one); a turn
+    without items falls back to its text, and a turn with neither is left out
+    (providers reject empty assistant messages). Plain tuples, so the SQL store
+    hands its rows over without building records; `counts` carries the call ids
+    seen in the rows before these (updated in place), so a history read in parts
+    is the one read whole.
     """
     history: list[Message] = []
     # a call id reused across turns (Kimi restarts `functions.x:0` each round) made unique
-    turns = unique_call_ids([m.output or [] if m.role == "assistant" else [] for m in messages])
-    for message, items in zip(messages, turns, strict=True):
-        if message.role != "assistant":
-            history.append({"role": message.role, "content": message.content})
+    outputs = [(output or []) if role == "assistant" else [] for role, _, output in rows]
+    turns = unique_call_ids(outputs, counts)
+    for (role, content, _), items in zip(rows, turns, strict=True):
+        if role != "assistant":
+            history.append({"role": role, "content": content})
             continue
         expanded = to_chat_messages(items) if items else []
         if expanded:
             history.extend(expanded)
-        elif message.content:
-            history.append({"role": "assistant", "content": message.content})
+        elif content:
+            history.append({"role": "assistant", "content": content})
     return history

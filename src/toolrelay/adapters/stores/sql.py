@@ -59,7 +59,6 @@ from toolrelay.adapters.stores import (
     User,
     generate_key,
     hash_key,
-    history_messages,
     key_matches,
     key_tail,
     message_content,
@@ -67,6 +66,7 @@ from toolrelay.adapters.stores import (
     turn_fields,
     utc_now,
 )
+from toolrelay.adapters.stores.history_cache import HistoryCache, Kept
 from toolrelay.adapters.stores.listing import ChatCursor, search_terms
 from toolrelay.adapters.stores.models import (
     ApiKeyRow,
@@ -77,6 +77,7 @@ from toolrelay.adapters.stores.models import (
     ToolOutputRow,
     UserRow,
 )
+from toolrelay.adapters.stores.records import history_of
 from toolrelay.adapters.stores.sql_index import (
     RECENT,
     after_cursor,
@@ -210,21 +211,43 @@ def _chat(row: ChatRow) -> Chat:
     )
 
 
-def _message(row: MessageRow) -> StoredMessage:
+_M = MessageRow.__table__.c
+_MESSAGE_COLUMNS = (
+    _M.id,
+    _M.chat_id,
+    _M.role,
+    _M.content,
+    _M.output,
+    _M.usage,
+    _M.status,
+    _M.error,
+    _M.timings,
+    _M.model,
+    _M.follow_ups,
+    _M.created_at,
+    _M.updated_at,
+)
+"""A `StoredMessage`'s columns, in its fields' order (`_stored`)."""
+
+
+def _stored(row: Any) -> StoredMessage:
+    """A record from a Core row of `_MESSAGE_COLUMNS`."""
+    (mid, chat_id, role, content, output, usage, status, error, timings, model, follow_ups,
+     created_at, updated_at) = row  # fmt: skip
     return StoredMessage(
-        id=row.id,
-        chat_id=row.chat_id,
-        role=row.role,
-        content=row.content,
-        output=list(row.output or []),
-        usage=row.usage,
-        status=row.status,
-        error=row.error,
-        timings=row.timings,
-        model=row.model,
-        follow_ups=list(row.follow_ups or []),
-        created_at=row.created_at,
-        updated_at=row.updated_at,
+        id=mid,
+        chat_id=chat_id,
+        role=role,
+        content=content,
+        output=output or [],
+        usage=usage,
+        status=status,
+        error=error,
+        timings=timings,
+        model=model,
+        follow_ups=follow_ups or [],
+        created_at=created_at,
+        updated_at=updated_at,
     )
 
 
@@ -268,8 +291,17 @@ class SQLStore(RunRows):
     """One async engine, a session per call; records out, rows never leave this module.
     A call runs to its end even when its caller is cancelled (`whole`)."""
 
-    def __init__(self, engine: AsyncEngine, *, clock: Clock = utc_now) -> None:
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        *,
+        clock: Clock = utc_now,
+        history_cache_bytes: int = 32 * 1024 * 1024,
+    ) -> None:
+        """`history_cache_bytes`: the settled histories kept between turns, in all
+        (`history_cache`; 0 keeps none)."""
         self._engine = engine
+        self._histories = HistoryCache(history_cache_bytes)
         self._sessions = async_sessionmaker(engine, expire_on_commit=False)
         self._now = clock
         one_writer = self._immediate = engine.dialect.name == "sqlite"
@@ -287,6 +319,7 @@ class SQLStore(RunRows):
         pool_size: int | None = None,
         max_overflow: int | None = None,
         pool_timeout: float | None = None,
+        history_cache_bytes: int = 32 * 1024 * 1024,
     ) -> SQLStore:
         """Connect to `url` (e.g. `sqlite+aiosqlite:///data/db.sqlite`), migrating to head."""
         engine = create_engine(
@@ -298,7 +331,7 @@ class SQLStore(RunRows):
             except BaseException:
                 await engine.dispose()
                 raise
-        return cls(engine, clock=clock)
+        return cls(engine, clock=clock, history_cache_bytes=history_cache_bytes)
 
     @property
     def engine(self) -> AsyncEngine:
@@ -549,6 +582,7 @@ class SQLStore(RunRows):
         query = delete(ChatRow).where(ChatRow.id == chat_id, ChatRow.user_id == user_id)
         async with self._write() as session:
             result = await session.execute(query)
+        self._histories.drop(chat_id)
         gone = bool(getattr(result, "rowcount", 0))
         if gone:
             await self.reclaim()
@@ -687,6 +721,10 @@ class SQLStore(RunRows):
                 session.add(row)
             elif row.chat_id != chat_id or row.role != "assistant":
                 raise NotFoundError(f"no assistant message {message_id!r} in chat {chat_id!r}")
+            else:
+                kept = self._histories.get(chat_id)
+                if kept is not None and row.seq <= kept.seq:  # rewriting a kept message
+                    self._histories.drop(chat_id)
             for column, value in fields.columns().items():
                 setattr(row, column, value)
             row.updated_at = now
@@ -714,21 +752,66 @@ class SQLStore(RunRows):
 
     async def in_progress_turns(self, *, chat_id: str | None = None) -> list[StoredMessage]:
         """Assistant turns not finished yet (running somewhere, or orphaned by a crash)."""
-        query = select(MessageRow).where(
-            MessageRow.role == "assistant", MessageRow.status == "in_progress"
-        )
+        query = select(*_MESSAGE_COLUMNS).where(_M.role == "assistant", _M.status == "in_progress")
         if chat_id is not None:
-            query = query.where(MessageRow.chat_id == chat_id)
-        async with self._sessions() as session:
-            return [_message(row) for row in await session.scalars(query.order_by(MessageRow.seq))]
+            query = query.where(_M.chat_id == chat_id)
+        async with self._engine.connect() as connection:
+            rows = await connection.execute(query.order_by(_M.seq))
+            return [_stored(row) for row in rows]
 
-    async def get_messages(self, chat_id: str) -> list[StoredMessage]:
-        query = select(MessageRow).where(MessageRow.chat_id == chat_id).order_by(MessageRow.seq)
-        async with self._sessions() as session:
-            return [_message(row) for row in await session.scalars(query)]
+    async def get_messages(
+        self, chat_id: str, *, before: str | None = None, limit: int | None = None
+    ) -> list[StoredMessage]:
+        """Rows read as plain tuples (SQLAlchemy Core), never as ORM objects: a long
+        chat's thousands of rows cost their decoding, not an identity map's bookkeeping.
+        A page (`limit`) is read newest first through the (chat_id, seq) index."""
+        query = select(*_MESSAGE_COLUMNS).where(_M.chat_id == chat_id)
+        if before is not None:
+            anchor = select(_M.seq).where(_M.id == before, _M.chat_id == chat_id)
+            query = query.where(_M.seq < anchor.scalar_subquery())
+        if limit is None:
+            query = query.order_by(_M.seq)
+        else:
+            query = query.order_by(_M.seq.desc()).limit(max(limit, 0))
+        async with self._engine.connect() as connection:
+            rows = [_stored(row) for row in await connection.execute(query)]
+        return rows if limit is None else rows[::-1]
 
     async def load_messages(self, chat_id: str) -> list[Message]:
-        return history_messages(await self.get_messages(chat_id))
+        """The history for the next turn: the kept settled part (`history_cache`), checked
+        by one indexed aggregate, and the rows after it, three columns each, no record
+        built. A chat read for the first time is read whole."""
+        kept = self._histories.get(chat_id)
+        async with self._engine.connect() as connection:
+            if kept is not None:
+                check = select(func.count(), func.max(_M.updated_at)).where(
+                    _M.chat_id == chat_id, _M.seq <= kept.seq
+                )
+                if tuple((await connection.execute(check)).one()) != (kept.count, kept.stamp):
+                    kept = None
+            query = select(_M.seq, _M.role, _M.content, _M.output, _M.status, _M.updated_at)
+            query = query.where(_M.chat_id == chat_id).order_by(_M.seq)
+            if kept is not None:
+                query = query.where(_M.seq > kept.seq)
+            rows = (await connection.execute(query)).all()
+        settled = next((i for i, row in enumerate(rows) if row[4] == "in_progress"), len(rows))
+        head = history_of((row[1], row[2], row[3]) for row in rows[:settled])
+        tail = history_of((row[1], row[2], row[3]) for row in rows[settled:])
+        known: list[Message] = orjson.loads(kept.history) if kept is not None else []
+        if settled:
+            stamps = [row[5] for row in rows[:settled]]
+            if kept is not None and kept.stamp is not None:
+                stamps.append(kept.stamp)
+            self._histories.put(
+                chat_id,
+                Kept(
+                    seq=rows[settled - 1][0],
+                    count=(kept.count if kept is not None else 0) + settled,
+                    stamp=max(stamps),
+                    history=orjson.dumps([*known, *head]),
+                ),
+            )
+        return [*known, *head, *tail]
 
     async def get_tool_output(self, chat_id: str, item_id: str) -> str | None:
         query = select(ToolOutputRow.body).where(

@@ -60,6 +60,7 @@ __all__ = [
     "repair_history",
     "to_chat_messages",
     "to_responses_input",
+    "CallIdCounts",
     "unique_call_ids",
     "used_call_ids",
 ]
@@ -122,12 +123,20 @@ class _Pairing:
         return item if k == 0 else {**item, "call_id": _reused_id(call_id, k)}
 
 
+CallIdCounts = tuple[dict[str, int], dict[str, int]]
+"""Calls and outputs met so far, per call id: where `unique_call_ids` goes on from."""
+
+
 def unique_call_ids(
-    outputs: Sequence[Sequence[Mapping[str, Any]]],
+    outputs: Sequence[Sequence[Mapping[str, Any]]], counts: CallIdCounts | None = None
 ) -> list[list[Mapping[str, Any]]]:
     """Several turns' items (a saved chat's, in order) with every reused call id made
-    unique across all of them, the k-th output of an id staying with its k-th call."""
+    unique across all of them, the k-th output of an id staying with its k-th call.
+    `counts` (updated in place) goes on from the turns before these: a chat's history
+    read in parts gets the ids it would get read whole."""
     pairing = _Pairing()
+    if counts is not None:
+        pairing.calls, pairing.outputs = counts
     return [[pairing.feed(item) for item in output] for output in outputs]
 
 

@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 import orjson
 from fastapi import APIRouter, Header, Query, Request
-from fastapi.responses import StreamingResponse
+from fastapi.responses import Response, StreamingResponse
 
 from toolrelay.adapters.stores import Chat, StoredMessage
 from toolrelay.adapters.stores.listing import ChatCursor
@@ -49,6 +49,11 @@ log = logging.getLogger(__name__)
 
 router = APIRouter(prefix="/api/chats", route_class=GuardedRoute)
 HEARTBEAT_S = 15.0
+MAX_PAGE = 1000
+"""The most messages one page of a chat holds."""
+SNAPSHOT_MESSAGES = 100
+"""A snapshot holds the chat's last messages; a client reads earlier ones by pages
+(`GET /api/chats/{id}?before=…&limit=…`)."""
 MAX_INT64 = 2**63 - 1
 """The largest offset or event number accepted: what every store and bus can hold."""
 
@@ -137,10 +142,34 @@ async def list_chats(
 
 
 @router.get("/{chat_id}", response_model=None, responses=doc(ChatDetail))
-async def get_chat(chat_id: str, svc: ServicesDep, user: UserDep) -> dict[str, Any]:
+async def get_chat(
+    chat_id: str,
+    svc: ServicesDep,
+    user: UserDep,
+    limit: int | None = Query(
+        None, ge=1, le=MAX_PAGE, description="Only the last so many messages (all if unset)."
+    ),
+    before: str | None = Query(
+        None, max_length=64, description="A message id: the page of messages before it."
+    ),
+) -> Response:
+    """Serialised by orjson straight to bytes: FastAPI's encoder walks every value of
+    every message in Python, the main cost of opening a long chat."""
     chat = await _owned(svc, chat_id, user.id)
-    messages = await svc.store.get_messages(chat_id)
-    return {**chat_json(chat), "messages": [message_json(m) for m in messages]}
+    messages, more = await message_page(svc, chat_id, before=before, limit=limit)
+    body = {**chat_json(chat), "messages": [message_json(m) for m in messages], "more": more}
+    return Response(orjson.dumps(body), media_type="application/json")
+
+
+async def message_page(
+    svc: Services, chat_id: str, *, before: str | None, limit: int | None
+) -> tuple[list[StoredMessage], bool]:
+    """The last `limit` messages (before `before`) and whether earlier ones exist; with
+    neither given, every message (from `before` alone: every one before it)."""
+    if limit is None:
+        return await svc.store.get_messages(chat_id, before=before), False
+    messages = await svc.store.get_messages(chat_id, before=before, limit=limit + 1)
+    return messages[-limit:], len(messages) > limit
 
 
 @router.patch("/{chat_id}", response_model=None, responses=doc(ChatOut))
@@ -298,9 +327,10 @@ async def _sse(
     if resume is None:
         running = await svc.turns.running(chat_id)
         start = await svc.bus.turn_start(name) if running else await svc.bus.last_seq(name)
-        messages = await svc.store.get_messages(chat_id)
+        messages, more = await message_page(svc, chat_id, before=None, limit=SNAPSHOT_MESSAGES)
         snapshot = Event(
-            "chat:snapshot", {"messages": [message_json(m) for m in messages], "running": running}
+            "chat:snapshot",
+            {"messages": [message_json(m) for m in messages], "running": running, "more": more},
         )
         yield _frame(start, snapshot)
         resume = start
