@@ -51,3 +51,9 @@ def show_chart() -> tuple[str, dict[str, str]]:
 def hostile_text() -> str:
     """A tool whose result is hostile HTML."""
     return '<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script>'
+
+
+@tool
+def long_report() -> str:
+    """Write a long report (longer than the model may read of one result)."""
+    return "".join(f"line {i:06d} of the report\n" for i in range(6000))

@@ -257,6 +257,8 @@ function closeStream() {
 }
 
 const turnContext = {
+  outputUrl: (itemId) =>
+    `/api/chats/${encodeURIComponent(state.chatId)}/outputs/${encodeURIComponent(itemId)}`,
   fileUrl: (name) =>
     `/api/chats/${encodeURIComponent(state.chatId)}/files/${name.split("/").map(encodeURIComponent).join("/")}`,
   answerApproval: (id, approved, reason) =>
@@ -336,20 +338,52 @@ function showSnapshot(data) {
   // them (title, tags, follow-ups) is applied, and a fresh snapshot checks it at the end.
   const writing = Boolean(data.running && last && last.role === "assistant" && last.status === "in_progress");
   const unanswered = Boolean(data.running && last && last.role === "user");
+  if (data.more && messages.length) box.append(earlierLink(state.chatId, messages[0].id));
   messages.forEach((m) => {
-    if (m.role === "user") box.append(userMessage(m.content));
-    else if (m.role === "assistant" && writing && m === last) startTurnView(); // its events follow from the start
-    else if (m.role === "assistant") {
-      const view = new TurnView(turnContext);
-      view.load(m);
-      box.append(view.node);
-      state.lastTurn = view;
+    if (m.role === "assistant" && writing && m === last) startTurnView(); // its events follow from the start
+    else {
+      const node = savedMessage(m, true);
+      if (node) box.append(node);
     }
   });
   if (unanswered) startTurnView();
   state.settling = Boolean(data.running) && !writing && !unanswered;
   setRunning(writing || unanswered);
   stickToBottom(true);
+}
+
+// A saved message's node (a user message, or a finished turn); a `latest` turn becomes
+// the one follow-ups attach to (earlier pages never do).
+function savedMessage(m, latest) {
+  if (m.role === "user") return userMessage(m.content);
+  if (m.role !== "assistant") return null;
+  const view = new TurnView(turnContext);
+  view.load(m);
+  if (latest) state.lastTurn = view;
+  return view.node;
+}
+
+// A long chat's snapshot holds its last messages: this link reads the page before
+// `beforeId` (GET /api/chats/{id}?before=…&limit=…) and puts it above.
+const EARLIER_PAGE = 100;
+function earlierLink(chatId, beforeId) {
+  const button = document.createElement("button");
+  button.type = "button";
+  button.className = "link earlier";
+  button.textContent = "Earlier messages…";
+  button.addEventListener("click", () => guarded(async () => {
+    button.disabled = true;
+    const query = `limit=${EARLIER_PAGE}&before=${encodeURIComponent(beforeId)}`;
+    const page = await api("GET", `/api/chats/${encodeURIComponent(chatId)}?${query}`);
+    if (state.chatId !== chatId || !button.isConnected) return;
+    const box = $("messages");
+    const height = box.scrollHeight;
+    const nodes = (page.messages || []).map((m) => savedMessage(m, false)).filter(Boolean);
+    if (page.more && page.messages.length) nodes.unshift(earlierLink(chatId, page.messages[0].id));
+    button.replaceWith(...nodes);
+    box.scrollTop += box.scrollHeight - height; // keep what was in view where it was
+  }));
+  return button;
 }
 
 function updateChat(fields) {

@@ -22,6 +22,7 @@ export class ChatList {
     this.onError = onError;
     this.chats = [];
     this.total = 0;
+    this.cursor = undefined; // the last page's next_cursor; null: no page after it
     this.currentId = null;
     this.generation = 0;
     this.loading = null;   // the page request in flight
@@ -40,7 +41,7 @@ export class ChatList {
 
   get query() { return this.nodes.search.value.trim(); }
 
-  get complete() { return this.chats.length >= this.total; }
+  get complete() { return this.chats.length >= this.total || this.cursor === null; }
 
   // The first page again (after sign-in, or for a new search).
   async reset() {
@@ -59,8 +60,10 @@ export class ChatList {
 
   async load(reset) {
     const generation = this.generation;
-    const offset = reset ? 0 : this.chats.length;
-    const params = new URLSearchParams({ source: "chat", limit: String(PAGE), offset: String(offset) });
+    // the next page starts after the last chat of the one before (its `next_cursor`):
+    // it costs what the first does, and a chat that moves up is not met again
+    const params = new URLSearchParams({ source: "chat", limit: String(PAGE) });
+    if (!reset && this.cursor) params.set("cursor", this.cursor);
     if (this.query) params.set("q", this.query);
     const request = api("GET", `/api/chats?${params}`);
     this.loading = request;
@@ -71,8 +74,9 @@ export class ChatList {
       if (this.loading === request) this.loading = null;
     }
     if (generation !== this.generation) return; // a newer search or reset answered for it
+    this.cursor = page.next_cursor || null;
     const seen = new Set(reset ? [] : this.chats.map((c) => c.id));
-    // a chat updated meanwhile moves up: offsets shift, so a page may repeat one
+    // a chat the user sent to went to the top already: never listed twice
     let fresh = page.data.filter((c) => !seen.has(c.id) && !this.removed.has(c.id));
     if (reset) { // a chat sent to while the page was on its way stays first
       const ids = new Set(fresh.map((c) => c.id));
@@ -80,7 +84,7 @@ export class ChatList {
     }
     this.chats = reset ? fresh : this.chats.concat(fresh);
     this.total = Math.max(page.total, this.chats.length);
-    if (!reset && !page.data.length) this.total = this.chats.length; // fewer than counted: done
+    if (this.cursor === null) this.total = this.chats.length; // the last page: done
     this.render();
     // the list does not reach the end of the sidebar yet: the observer will not fire again
     if (this.endVisible()) queueMicrotask(() => this.more());

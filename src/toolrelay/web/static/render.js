@@ -190,6 +190,15 @@ class ToolCard {
       pre.textContent = text || "(no output)";
       this.result.replaceChildren(pre);
     }
+    const cut = item.cut && typeof item.cut === "object" ? item.cut : null;
+    if (cut && item.id && this.turn.ctx.outputUrl) {
+      // the model read this result cut; the whole text is kept for the user
+      const whole = el("a", "whole-result", `Show the whole result (${Number(cut.bytes).toLocaleString()} bytes; the model read ${Number(cut.sent).toLocaleString()})`);
+      whole.href = this.turn.ctx.outputUrl(String(item.id));
+      whole.target = "_blank";
+      whole.rel = "noopener";
+      this.result.append(whole);
+    }
     if (failed) this.node.open = true;
     for (const file of item.files || []) {
       const src = this.fileSource(file);
