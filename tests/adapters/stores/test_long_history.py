@@ -106,3 +106,35 @@ async def test_a_deleted_chat_keeps_no_history(sql_store: SQLStore) -> None:
     again = await sql_store.create_chat(user_id, chat_id=chat_id)
     await sql_store.add_message(again.id, {"role": "user", "content": "new start"})
     assert _texts(await sql_store.load_messages(chat_id)) == ["new start"]
+
+
+def _tool_turn(call_id: str, result: str) -> dict[str, Any]:
+    call = {"type": "function_call", "id": f"fc_{result}", "call_id": call_id}
+    call |= {"name": "x", "arguments": "{}", "status": "completed"}
+    out = {"type": "function_call_output", "id": f"fo_{result}", "call_id": call_id}
+    out |= {"output": result, "status": "completed"}
+    return {"output": [call, out], "content": "", "status": "completed"}
+
+
+async def test_a_call_id_reused_after_the_kept_part_is_made_unique(
+    sql_url: str, clock: FakeClock
+) -> None:
+    """Kimi restarts `functions.x:0` each round: read in parts, as read whole."""
+    store = await SQLStore.open(sql_url, clock=clock)
+    fresh = await SQLStore.open(sql_url, clock=clock, migrate=False, history_cache_bytes=0)
+    try:
+        user = await store.create_user("u")
+        chat_id = (await store.create_chat(user.id)).id
+        await store.add_message(chat_id, {"role": "user", "content": "one"})
+        await store.save_turn(chat_id, "msg_1", _tool_turn("functions.x:0", "r1"))
+        await store.load_messages(chat_id)  # kept up to here
+        await store.add_message(chat_id, {"role": "user", "content": "two"})
+        await store.save_turn(chat_id, "msg_2", _tool_turn("functions.x:0", "r2"))
+        loaded = await store.load_messages(chat_id)
+        assert loaded == await fresh.load_messages(chat_id)
+        ids = [m["tool_call_id"] for m in loaded if m["role"] == "tool"]
+        assert len(set(ids)) == 2
+        assert await store.load_messages(chat_id) == loaded  # and from the kept part again
+    finally:
+        await fresh.close()
+        await store.close()

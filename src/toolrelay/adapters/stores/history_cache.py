@@ -36,6 +36,10 @@ class Kept:
     """Their newest `updated_at`."""
     history: bytes
     """orjson of their Chat Completions history (`records.history_of`)."""
+    calls: dict[str, int]
+    """Call ids met in them, with how often (`transcript.unique_call_ids` goes on from it)."""
+    outputs: dict[str, int]
+    """The same for call outputs."""
 
 
 class HistoryCache:

@@ -795,8 +795,10 @@ class SQLStore(RunRows):
                 query = query.where(_M.seq > kept.seq)
             rows = (await connection.execute(query)).all()
         settled = next((i for i, row in enumerate(rows) if row[4] == "in_progress"), len(rows))
-        head = history_of((row[1], row[2], row[3]) for row in rows[:settled])
-        tail = history_of((row[1], row[2], row[3]) for row in rows[settled:])
+        counts = (dict(kept.calls), dict(kept.outputs)) if kept is not None else ({}, {})
+        head = history_of([(row[1], row[2], row[3]) for row in rows[:settled]], counts)
+        calls, outputs = dict(counts[0]), dict(counts[1])  # where the settled part ends
+        tail = history_of([(row[1], row[2], row[3]) for row in rows[settled:]], counts)
         known: list[Message] = orjson.loads(kept.history) if kept is not None else []
         if settled:
             stamps = [row[5] for row in rows[:settled]]
@@ -809,6 +811,8 @@ class SQLStore(RunRows):
                     count=(kept.count if kept is not None else 0) + settled,
                     stamp=max(stamps),
                     history=orjson.dumps([*known, *head]),
+                    calls=calls,
+                    outputs=outputs,
                 ),
             )
         return [*known, *head, *tail]
