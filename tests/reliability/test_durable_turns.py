@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ import orjson
 import pytest
 from benchmarks.harness import ADMIN_KEY, ServerProcess, write_config
 
+from tests.patience import HANG
 from tests.reliability.conftest import REDIS_URL, database
 from tests.reliability.test_crash import wait_for
 from tests.reliability.test_resume import follow
@@ -202,3 +204,38 @@ def test_another_server_takes_over_once_the_lease_runs_out(
         finally:
             second.stop()
             first.stop()
+
+
+LOAD_CHATS = 200
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_two_hundred_chats_survive_a_worker_killed_mid_run(
+    backend: tuple[str, str | None], tmp_path: Path, upstream: FakeModelServer
+) -> None:
+    """200 chats streaming at once over 2 workers; one worker is SIGKILLed while every
+    answer is mid-stream (held by the fake model) and replaced: 200 completed answers."""
+    gate = threading.Event()
+    words = ["Every ", "answer ", "arrives ", "whole."]
+    upstream.set_default(SSEReply(chat_chunks(text=words), holds={2: gate}))
+    settings: dict[str, Any] = {"checkpoint_s": 1, "turn_lease_s": 600}
+    with two_workers(tmp_path, upstream, *backend, **settings) as workers:
+        first = workers.ready()
+        served: dict[int, int] = {}
+        with workers.server.client() as client:
+            chats = [new_chat(client, model="fake") for _ in range(LOAD_CHATS)]
+        for chat_id in chats:  # fresh connections: the kernel spreads them over both
+            with workers.server.client() as client:
+                posted = client.post(f"/api/chats/{chat_id}/messages", json={"content": "go"})
+                assert posted.status_code == 202
+                pid = workers.worker_of(posted)
+                served[pid] = served.get(pid, 0) + 1
+        assert set(served) == first, served
+        wait_for(lambda: len(upstream.requests) >= LOAD_CHATS, "every answer streaming", 4 * HANG)
+        victim = max(served, key=lambda pid: served[pid])
+        os.kill(victim, signal.SIGKILL)
+        gate.set()
+        workers.wait_ready(1, besides=first)
+        with workers.server.client() as client:
+            for chat_id in chats:
+                assert wait_saved(client, chat_id)["content"] == "".join(words)
