@@ -16,9 +16,12 @@ $(STAMP): pyproject.toml src/toolrelay/__init__.py  # the version lives in __ini
 
 setup: $(STAMP)
 
+# `make run PORT=9000` and `make run ARGS="--config my.toml --no-local"` pass them to serve.
+PORT ?=
+ARGS ?=
 run: $(STAMP)
 	@echo "toolrelay: the command is $(BIN)/toolrelay; 'source $(BIN)/activate' puts it on your PATH" >&2
-	$(BIN)/toolrelay serve
+	$(BIN)/toolrelay serve $(if $(PORT),--port $(PORT)) $(ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks

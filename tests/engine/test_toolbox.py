@@ -55,3 +55,42 @@ async def test_one_failure_is_logged_once_across_toolboxes(
     await Toolbox(sources=[ToolSubset(source)]).tools()
     assert shared.status()[0].state == "ok"  # a turn's success is seen by the shared toolbox
     assert [r.getMessage() for r in caplog.records] == ["tool source 'flaky' is available again"]
+
+
+class Listing:
+    """A source that lists fixed tools."""
+
+    def __init__(self, name: str, tools: Sequence[Tool]) -> None:
+        self.name = name
+        self.tools = tools
+
+    async def list(self) -> Sequence[Tool]:
+        return self.tools
+
+    async def call(self, name: str, arguments: dict[str, Any], context: ToolContext) -> Any:
+        raise AssertionError("not called")
+
+    async def aclose(self) -> None:
+        return None
+
+
+async def test_a_source_hidden_whole_is_one_warning(caplog: pytest.LogCaptureFixture) -> None:
+    """The same tool file loaded twice: its second copy hides behind the first, one line."""
+    from toolrelay.adapters.tools import tool
+
+    def make(name: str) -> Tool:
+        def f() -> str:
+            return name
+
+        f.__doc__ = f"The {name} tool."
+        return tool(f, name=name)
+
+    caplog.set_level(logging.WARNING, logger="toolrelay.tools")
+    three = [make("a"), make("b"), make("c")]
+    box = Toolbox(three, [Listing("tools", [make("a"), make("b"), make("c")])])
+    assert set(await box.tools()) == {"a", "b", "c"}
+    await Toolbox(three, box.sources).tools()  # another turn's toolbox
+    assert [r.getMessage() for r in caplog.records] == [
+        "tools 'a', 'b', 'c' of source 'tools' are hidden by another tool of that name "
+        "(give the source a prefix)"
+    ]

@@ -18,16 +18,20 @@ import asyncio
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.text import Text
 
-from toolrelay.cli.chat_setup import Api, ModelChoice, approver, flag_sources
+from toolrelay.cli.chat_setup import Api, ModelChoice, approver, configured_files, flag_sources
+from toolrelay.cli.config_flag import NoConfig, config_choice, say_config
 from toolrelay.cli.conversation import LAST, ChatRun, Resume
 from toolrelay.cli.outputs import JSONOutput, Output, RawOutput, RichOutput
 from toolrelay.errors import ConfigError, ToolrelayError
+
+if TYPE_CHECKING:
+    from toolrelay.config.settings import ConfigChoice
 
 __all__ = ["chat", "choose_output", "exit_code", "read_prompt"]
 
@@ -109,8 +113,12 @@ def chat(
         ),
     ] = False,
     config: Annotated[
-        Path | None, typer.Option("--config", metavar="FILE", help="A toolrelay.toml.")
+        Path | None,
+        typer.Option(
+            "--config", metavar="FILE", help="A toolrelay.toml (default: ./toolrelay.toml)."
+        ),
     ] = None,
+    no_config: NoConfig = False,
     approve: Annotated[
         bool | None,
         typer.Option(
@@ -159,14 +167,16 @@ def chat(
     'toolrelay chats'; -c continues the last one).
     """
     err = Console(stderr=True, soft_wrap=True)
-    choice = ModelChoice(model, base_url, api_key, api, config, max_iterations, code, record)
     servers = [*(("mcp", m) for m in mcp or []), *(("openapi", u) for u in openapi or [])]
     session = prompt is None and sys.stdin.isatty() and not as_json
     resume = Resume(chat_id=LAST if resume_last else cid, save=not no_save)
     ask = approver(approve, interactive=sys.stdin.isatty() and not as_json)
     try:
+        cfg = config_choice(config, no_config)
+        choice = ModelChoice(model, base_url, api_key, api, cfg, max_iterations, code, record)
         text = "" if session else read_prompt(prompt)
-        file_tools = flag_sources(tools or [], servers)
+        files = _new_files(tools or [], choice, err)
+        file_tools = flag_sources(files, servers)
     except ConfigError as exc:
         raise _fail(err, exc, 2) from None
 
@@ -178,7 +188,7 @@ def chat(
             from toolrelay.cli.session import interactive
 
             output = lambda: choose_output(as_json=False, raw=raw)  # noqa: E731
-            raise typer.Exit(interactive(open_run, output, Console(), _history_file(config)))
+            raise typer.Exit(interactive(open_run, output, Console(), _history_file(cfg)))
         status = asyncio.run(_one_turn(open_run, text, choose_output(as_json=as_json, raw=raw)))
     except ConfigError as exc:
         raise _fail(err, exc, 2) from None
@@ -207,7 +217,7 @@ def _fail(err: Console, exc: Exception, code: int) -> typer.Exit:
     return typer.Exit(code)
 
 
-def _history_file(config: Path | None) -> Path | None:
+def _history_file(config: ConfigChoice) -> Path | None:
     """The prompt history lives next to the database (when the data directory exists)."""
     from toolrelay.config import load_settings
 
@@ -215,6 +225,25 @@ def _history_file(config: Path | None) -> Path | None:
         return load_settings(config).data_dir / "chat_history"
     except ConfigError:
         return None
+
+
+def _new_files(files: list[Path], choice: ModelChoice, err: Console) -> list[Path]:
+    """Says which config file was read; the `--tools` files it does not load already
+    (the same file twice would hide each of its tools behind itself)."""
+    from toolrelay.config import load_settings
+
+    try:
+        settings = load_settings(choice.config)
+    except ConfigError:
+        return files  # said when the model is built, with the rest of the setup
+    say_config(settings, err)
+    if choice.base_url is not None:  # --base-url: the config's tools are not offered
+        return files
+    loaded = configured_files(settings)
+    for path in files:
+        if path.resolve() in loaded:
+            err.print(f"{path}: already loaded by the config", markup=False, style="dim")
+    return [path for path in files if path.resolve() not in loaded]
 
 
 def read_prompt(prompt: str | None) -> str:

@@ -16,12 +16,16 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from toolrelay.core.think_tags import TagConfig
 from toolrelay.engine.interfaces import ModelClient, Tool, ToolSource
 from toolrelay.engine.limits import RunLimits
 from toolrelay.errors import ConfigError
+
+if TYPE_CHECKING:
+    from toolrelay.config import Settings
+    from toolrelay.config.settings import ConfigChoice
 
 __all__ = [
     "Api",
@@ -30,6 +34,7 @@ __all__ = [
     "approver",
     "build_setup",
     "close_sources",
+    "configured_files",
     "flag_sources",
 ]
 
@@ -48,7 +53,8 @@ class ModelChoice:
     base_url: str | None = None
     api_key: str | None = None
     api: Api = Api.chat
-    config: Path | None = None
+    config: ConfigChoice = None
+    """`--config FILE`, `--no-config` (False) or neither (None)."""
     max_iterations: int | None = None
     code: bool = False
     """`--code`: the model may run Python in a sandboxed Jupyter kernel."""
@@ -141,6 +147,15 @@ def flag_sources(
             server = ToolServer(name=value, kind="mcp-stdio", command=argv[0], args=argv[1:])
         found.append(build_source(server))
     return found
+
+
+def configured_files(settings: Settings) -> set[Path]:
+    """The Python tool files the settings load (`tools` and `[[tool_servers]]`), resolved."""
+    from toolrelay.config.sources import is_file_ref
+
+    paths = [Path(ref) for ref in settings.tools if is_file_ref(ref)]
+    paths += [Path(s.path) for s in settings.tool_servers if s.kind == "python" and s.path]
+    return {path.expanduser().resolve() for path in paths}
 
 
 async def close_sources(tools: Sequence[Tool | ToolSource]) -> None:

@@ -12,19 +12,21 @@ import typer
 from rich.console import Console
 
 from toolrelay.cli.admin import ConfigPath, fail
+from toolrelay.cli.config_flag import NoConfig, config_choice, say_config
 from toolrelay.errors import ConfigError
 
 __all__ = ["models"]
 
 
-def models(config: ConfigPath = None) -> None:
+def models(config: ConfigPath = None, no_config: NoConfig = False) -> None:
     """List the configured model routes (name, kind, upstream model, base URL)."""
     from toolrelay.config import load_settings, setup_hint
 
     try:
-        settings = load_settings(config)
+        settings = load_settings(config_choice(config, no_config))
     except ConfigError as exc:
         raise fail(str(exc)) from None
+    say_config(settings)
     if not settings.models:
         local = (
             "('toolrelay serve' serves its embedded model as route 'local' meanwhile, with the "

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from toolrelay.cli.config_flag import NoConfig, config_choice, say_config
 from toolrelay.errors import ConfigError
 
 tools_app = typer.Typer(
@@ -26,15 +27,21 @@ tools_app = typer.Typer(
 )
 def list_tools(
     config: Annotated[
-        Path | None, typer.Option("--config", metavar="FILE", help="A toolrelay.toml.")
+        Path | None,
+        typer.Option(
+            "--config", metavar="FILE", help="A toolrelay.toml (default: ./toolrelay.toml)."
+        ),
     ] = None,
+    no_config: NoConfig = False,
 ) -> None:
     """Start every configured tool server and list its tools (name, source, status)."""
     from toolrelay.config import build_registry, load_settings
 
     err = Console(stderr=True, soft_wrap=True)
     try:
-        registry = build_registry(load_settings(config))
+        settings = load_settings(config_choice(config, no_config))
+        say_config(settings, err)
+        registry = build_registry(settings, clients=False)  # no model, so no API key needed
     except ConfigError as exc:
         err.print(Text.assemble(("error:", "red"), f" {exc}"))
         raise typer.Exit(2) from None

@@ -156,8 +156,14 @@ class Registry:
             await self.code_runner.aclose()
 
 
-def build_registry(settings: Settings, *, env: Mapping[str, str] | None = None) -> Registry:
-    """Build clients, load tools and filters; `env` stands in for `os.environ` (API keys)."""
+def build_registry(
+    settings: Settings, *, env: Mapping[str, str] | None = None, clients: bool = True
+) -> Registry:
+    """Build clients, load tools and filters; `env` stands in for `os.environ` (API keys).
+
+    `clients=False` builds no model client, so no route's API key is needed: listing
+    tools (`toolrelay tools list`) talks to no model.
+    """
     environ: Mapping[str, str] = os.environ if env is None else env
     tools = _load_tools(settings.tools)
     sources = _load_sources(settings)
@@ -166,7 +172,8 @@ def build_registry(settings: Settings, *, env: Mapping[str, str] | None = None) 
         unknown = [name for name in route.tools or [] if name not in tools and name not in sources]
         if unknown and not sources:  # with servers, a name may be one of their tools
             raise ConfigError(f"models[{index}].tools: unknown tool {unknown[0]!r}")
-    clients = {route.name: _client(route, environ, settings.record) for route in settings.models}
+    routed = settings.models if clients else []
+    built = {route.name: _client(route, environ, settings.record) for route in routed}
     filters = _by_priority([_load_filter(ref) for ref in settings.filters])
     return Registry(
         routes=routes,
@@ -175,7 +182,7 @@ def build_registry(settings: Settings, *, env: Mapping[str, str] | None = None) 
         limits=settings.limits.to_run_limits(),
         task_model=settings.task_model,
         background=task_setup(settings),
-        clients=_windowed(_filtered(clients, filters), routes),
+        clients=_windowed(_filtered(built, filters), routes),
         sources=sources,
         code_runner=build_code_runner(
             settings.code_interpreter, settings.data_dir, settings.config_file

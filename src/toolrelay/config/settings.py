@@ -59,6 +59,7 @@ from toolrelay.errors import ConfigError
 __all__ = [
     "CONFIG_ENV",
     "DEFAULT_CONFIG",
+    "ConfigChoice",
     "ENV_PREFIX",
     "LimitsConfig",
     "ModelRoute",
@@ -479,13 +480,18 @@ def _async_db_url(url: str) -> str:
     raise ValueError(f"must be a sqlite:// or postgresql:// URL (got {scheme!r}:…)")
 
 
-def load_settings(config: Path | None = None) -> Settings:
+ConfigChoice = Path | Literal[False] | None
+"""`--config FILE` (a path), `--no-config` (False: the environment alone), or neither (None)."""
+
+
+def load_settings(config: ConfigChoice = None) -> Settings:
     """Read the config file and the environment into `Settings` (module doc).
 
     `config` is the `--config` flag; without it `TOOLRELAY_CONFIG`, then
-    `./toolrelay.toml` when it exists. A named file that is missing is an error.
+    `./toolrelay.toml` when it exists; `False` (`--no-config`) reads no file, so
+    the flags stand alone. A named file that is missing is an error.
     """
-    path = config if config is not None else _config_from_env()
+    path = None if config is False else config if config is not None else _config_from_env()
     if path is not None and not path.is_file():
         reason = "config file not found" if not path.exists() else "not a file"
         raise ConfigError(f"{path}: {reason}")

@@ -42,6 +42,8 @@ _REPORTED: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
 turn): the same failure met again is not logged again; a success clears it."""
 _FAILING: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
 """Sources whose latest listing failed, by any toolbox, with the message: `status()`."""
+_HIDDEN: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
+"""The tool names reported hidden per source, across toolboxes (a turn's included)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,7 +84,6 @@ class Toolbox:
         self.sources: list[ToolSource] = list(sources)
         self._errors: dict[str, str] = {}
         self._listed: dict[str, Sequence[Tool]] = {}
-        self._clashes: set[tuple[str, str]] = set()
         self._offer: ToolOffer | None = None
         self._offered_from: tuple[int, ...] = ()
         """Ids of the listings the cached offer was merged from (sources answer from caches)."""
@@ -106,12 +107,15 @@ class Toolbox:
     def _merge(self, listed: Sequence[Sequence[Tool]]) -> dict[str, Tool]:
         merged = dict(self.fixed)
         for source, found in zip(self.sources, listed, strict=True):
+            hidden = []
             for item in found:
                 name = item.spec.name
                 if name in merged:
-                    self._clash(source.name, name)
+                    hidden.append(name)
                     continue
                 merged[name] = item
+            if hidden:
+                self._clash(source, hidden)
         return merged
 
     async def _list(self, source: ToolSource, *, quiet: bool = False) -> Sequence[Tool]:
@@ -145,14 +149,21 @@ class Toolbox:
         await self._list(source, quiet=True)
         return next(s for s in self.status() if s.name == source.name)
 
-    def _clash(self, source: str, name: str) -> None:
-        if (source, name) not in self._clashes:
-            self._clashes.add((source, name))
-            log.warning(
-                "tool %r of source %r is hidden by another tool of that name (give the source a prefix)",
-                name,
-                source,
-            )
+    def _clash(self, source: ToolSource, names: list[str]) -> None:
+        """One line per source for the names not reported yet, by any toolbox (a file
+        loaded twice hides every tool of its second copy: one line, not one per tool)."""
+        seen = _HIDDEN.setdefault(getattr(source, "source", source), set())
+        new = [name for name in names if name not in seen]
+        if not new:
+            return
+        seen.update(new)
+        log.warning(
+            "%s %s of source %r %s hidden by another tool of that name (give the source a prefix)",
+            "tool" if len(new) == 1 else "tools",
+            ", ".join(repr(name) for name in new),
+            source.name,
+            "is" if len(new) == 1 else "are",
+        )
 
     def status(self) -> list[SourceStatus]:
         """Each source's state as of its last listing, by this toolbox or any other
