@@ -71,6 +71,12 @@ class Terminal:
         with self._changed:
             return plain(self._raw.decode("utf-8", "replace"))
 
+    @property
+    def raw(self) -> str:
+        """Everything printed so far, escapes kept (to play back as a terminal would)."""
+        with self._changed:
+            return self._raw.decode("utf-8", "replace")
+
     def expect(self, text: str) -> str:
         """Wait until `text` is printed after the last match; the output up to its end."""
         with self._changed:

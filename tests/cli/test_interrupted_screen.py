@@ -8,13 +8,19 @@ what is left on it is what the user sees after the interrupt.
 from __future__ import annotations
 
 import io
+import os
 import re
+import sys
+from pathlib import Path
 
 from rich.console import Console
 
+from tests.cli.terminal import Terminal
 from toolrelay.cli.outputs import RichOutput
 from toolrelay.core import events as ev
 from toolrelay.core.events import Event
+from toolrelay.testing import FakeModelServer, SSEReply
+from toolrelay.testing.wire import chat_chunks
 
 _CONTROL = re.compile(r"\x1b\[([0-9;?]*)([A-Za-z])|([\r\n])|([^\x1b\r\n]+)")
 
@@ -74,3 +80,22 @@ def test_an_ended_answer_is_printed_once() -> None:
         output.feed(Event(ev.CHAT_COMPLETION, {"done": True, "status": "completed"}))
     shown = screen(written.getvalue())
     assert shown.count("Only line.") == 1 and shown[-1].startswith("tokens: in 0")
+
+
+def test_ctrl_c_in_a_terminal_leaves_the_partial_answer_on_screen(data_dir: Path) -> None:
+    """The real `toolrelay chat` on a pty: Ctrl-C while the model is mid-answer."""
+    text = ["First line.\n\n", "Second line.\n\n", "Third, cut", " never sent"]
+    with FakeModelServer() as server:
+        server.script(SSEReply(chat_chunks(text=text), stall_after=4))
+        env = {**os.environ, "COLUMNS": "120", "TERM": "xterm", "PYTHONUNBUFFERED": "1"}
+        cli = [sys.executable, "-m", "toolrelay.cli.main", "chat", "tell me"]
+        term = Terminal([*cli, "--base-url", server.base_url, "--model", "m"], env)
+        try:
+            term.expect("Third, cut")
+            term.type("\x03")
+            assert term.wait() == 130, term.output
+            shown = screen(term.raw)
+        finally:
+            term.close()
+    assert shown[:3] == ["First line.", "Second line.", "Third, cut"], shown
+    assert shown[-1] == "cancelled"
