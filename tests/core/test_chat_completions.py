@@ -774,6 +774,23 @@ SSE_CASES: dict[str, Summary] = {
     "llamacpp/finish-tool-calls-without-calls.sse": Summary(
         text="I'll look that up.", finish=["tool_calls"], total_tokens=[67]
     ),
+    # recorded from the embedded model (llama.cpp, qwen2.5-coder 0.5B) with `serve --record`
+    "llamacpp-embedded/hello.sse": Summary(
+        text="Hello! How can I assist you today?", finish=["stop"], total_tokens=[45]
+    ),
+    "llamacpp-embedded/tool-call-json-fence.sse": Summary(
+        text='```json\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n```',
+        finish=["stop"],
+        total_tokens=[196],
+    ),
+    "llamacpp-embedded/tool-call-bare-json-after-result.sse": Summary(
+        text='{"name": "get_weather", "arguments": {"city": "Paris"}}',
+        finish=["stop"],
+        total_tokens=[237],
+    ),
+    "llamacpp-embedded/stream-false-asked.sse": Summary(
+        text="Red, Blue, Green", finish=["stop"], total_tokens=[43]
+    ),
     # the bare `error:` line is no SSE field: the deltas end at the text (test_whole_bodies)
     "llamacpp/error-line.sse": Summary(text="The answer"),
     "malformed/truncated-mid-json.sse": Summary(text="The answer is", unreadable_frames=1),

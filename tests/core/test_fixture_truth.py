@@ -28,7 +28,7 @@ BODIES = sorted(
     p
     for p in STREAMS.rglob("*")
     if p.suffix in (".sse", ".ndjson", ".json")
-    and not p.name.endswith(".expected.json")
+    and not p.name.endswith((".expected.json", ".exchange.json"))
     and p.parent.name != "openai-responses"  # Responses events: described in their own README
 )
 TAGS = re.compile(r"</?think>")

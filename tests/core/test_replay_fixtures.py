@@ -29,7 +29,8 @@ STREAMS = Path(__file__).parent.parent / "fixtures" / "streams"
 BODIES = sorted(
     p
     for p in STREAMS.rglob("*")
-    if p.suffix in (".sse", ".ndjson", ".json") and not p.name.endswith(".expected.json")
+    if p.suffix in (".sse", ".ndjson", ".json")
+    and not p.name.endswith((".expected.json", ".exchange.json"))
 )
 MINTED = re.compile(r"^(msg|rs|fc|fco|ci|call)_[0-9a-f]{24}$")
 

@@ -20,7 +20,8 @@ STREAMS = Path(__file__).parent.parent / "fixtures" / "streams"
 CORPUS: list[bytes] = [
     p.read_bytes()
     for p in sorted(STREAMS.rglob("*"))
-    if p.suffix in (".sse", ".ndjson", ".json") and not p.name.endswith(".expected.json")
+    if p.suffix in (".sse", ".ndjson", ".json")
+    and not p.name.endswith((".expected.json", ".exchange.json"))
 ]
 
 HOSTILE: list[Any] = [
