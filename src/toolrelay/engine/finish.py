@@ -105,6 +105,8 @@ class Finisher:
     """Names run on `task_model`, or `BackgroundTask`s with their own model and prompt."""
     user: Mapping[str, Any] | None = None
     model_name: str | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    """Reserved parameters for outlet filters (`__request__`, `__model__`, `__metadata__` …)."""
 
     async def finish(self, end: TurnEnd, emit: Emit) -> RunResult:
         """Run the end-of-turn steps; the caller flushes `emit`'s events afterwards."""
@@ -164,7 +166,7 @@ class Finisher:
             "messages": [*messages, {"role": "assistant", "content": content, "output": output}],
         }
         try:
-            changed = await run_outlets(self.filters, body, self.user)
+            changed = await run_outlets(self.filters, body, self.user, self.extra)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a broken filter must not lose the answer

@@ -113,6 +113,13 @@ class ToolContext:
     event_call: EventCaller | None = None
     call_id: str | None = None
     """Set per call by the runner: progress events name the call they belong to."""
+    model: Mapping[str, Any] | None = None
+    """The model answering (`__model__`): `{id, name, owned_by, …}`."""
+    request: Any = None
+    """A request-like object (`__request__`): the HTTP request that started the turn,
+    secrets stripped (the server's `RequestInfo`); None outside a server."""
+    tools: Mapping[str, Any] = field(default_factory=dict)
+    """The turn's tools (`__tools__`): name → `{spec, callable}`, as Open WebUI passes them."""
 
 
 @runtime_checkable

@@ -18,7 +18,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, assert_never
 
@@ -122,6 +122,8 @@ class TurnSetup:
     """Where the turn's state goes at each step boundary (`engine.checkpoint`); None: nowhere."""
     resume: TurnState | None = None
     """A saved state to go on from instead of starting (`engine.checkpoint`)."""
+    refilter: Callable[[int], Awaitable[Sequence[Message]]] | None = None
+    """The history for model call N (N > 0) through the inlet filters again; None: as is."""
 
 
 class Turn:
@@ -218,6 +220,7 @@ class Turn:
         if self.setup.resume is not None:
             await self._resume(self.setup.resume)
         while True:
+            await self._refilter()
             read = await self._read(self._request(new_from, with_tools=with_tools))
             outcome = self._decide(read)
             match outcome:
@@ -245,6 +248,13 @@ class Turn:
                     )
                 case _:
                     assert_never(outcome)
+
+    async def _refilter(self) -> None:
+        """Inlets on each later model call (`Relay`'s `_Inlets`): from the client's history."""
+        refilter = self.setup.refilter
+        calls = sum(1 for s in self.steps if s["step"] == "model")
+        if refilter is not None and calls > 0:
+            self.setup.messages = await refilter(calls)
 
     def _decide(self, read: ReadResult) -> Outcome:
         limits = self.setup.limits

@@ -4,7 +4,7 @@ and `relay.chat()` for a conversation that remembers its turns."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from toolrelay.core.events import Event
@@ -16,7 +16,7 @@ from toolrelay.core.think_tags import TagConfig
 from toolrelay.engine.checkpoint import Checkpoints, TurnState
 from toolrelay.engine.code_tool import CODE_TOOL_NAME, CodeTool
 from toolrelay.engine.conversation import Conversation
-from toolrelay.engine.filters import run_inlets
+from toolrelay.engine.filters import has_inlets, run_inlets
 from toolrelay.engine.finish import Finisher, RunResult
 from toolrelay.engine.interfaces import (
     ChatStore,
@@ -128,6 +128,8 @@ class Relay:
         features: Mapping[str, Any] | None = None,
         checkpoints: Checkpoints | None = None,
         resume: TurnState | None = None,
+        model_info: Mapping[str, Any] | None = None,
+        request: Any = None,
     ) -> RunResult:
         """Run one turn to its end. Cancelling the task saves the partial turn, then re-raises.
 
@@ -135,12 +137,12 @@ class Relay:
         None means the library default: a configured code runner is requested.
         `checkpoints` receives the turn's state at each step boundary; `resume` is such
         a state to go on from (the same `messages` as its start): `engine.checkpoint`.
+        `model_info` is `__model__` (default `{id, name, owned_by}` from `name`),
+        `request` is `__request__` (a request-like object; the server's has no secrets).
+        `metadata` is added to what `__metadata__` always holds: `chat_id`,
+        `message_id`, `user_id`, `model`, `tool_ids`, `features`, `files`.
         """
-        history = _as_messages(messages)
-        if self.filters:
-            body = await run_inlets(self.filters, {"messages": history, "chat_id": chat_id}, user)
-            history = list(body.get("messages", history))
-        history = repair_history(history)
+        raw = _as_messages(messages)
         message_id = message_id or new_id("msg")
         sink = sink or NullSink()
         offer = await self.toolbox.offer()
@@ -150,6 +152,37 @@ class Relay:
         if code_runner is not None and self.code_tool and CODE_TOOL_NAME not in offer.tools:
             added.setdefault(CODE_TOOL_NAME, CodeTool(code_runner, budget=budget))
         tools, specs = _with_added(offer, added)
+        tools_param = _ToolsParam(tools)
+        info = dict(model_info or {"id": self.name or "model", "name": self.name or "model"})
+        info.setdefault("owned_by", "toolrelay")
+        meta: dict[str, Any] = {
+            "chat_id": chat_id,
+            "message_id": message_id,
+            "user_id": user.get("id") if user else None,
+            "model": info,
+            "tool_ids": list(tools),
+            "features": dict(features or {}),
+            "files": [dict(f) for f in files],
+            **dict(metadata or {}),
+        }
+        emitter = _emitter(sink)
+        extra: dict[str, Any] = {
+            "__request__": request,
+            "__tools__": tools_param,
+            "__model__": info,
+            "__metadata__": meta,
+            "__event_emitter__": emitter,
+            "__task__": None,
+            "__task_body__": None,
+        }
+        history = raw
+        refilter = None
+        if has_inlets(self.filters):
+            inlets = _Inlets(self.filters, raw, info, meta, user, extra)
+            history = await inlets.run(0)
+            refilter = inlets.run
+        else:
+            history = repair_history(history)
         setup = TurnSetup(
             model=self.model,
             messages=history,
@@ -163,6 +196,7 @@ class Relay:
                 tasks=self.tasks,
                 user=user,
                 model_name=self.name,
+                extra=extra,
             ),
             tools=tools,
             tool_specs=specs,
@@ -172,11 +206,14 @@ class Relay:
                 messages=history,
                 files=files,
                 user=user,
-                metadata=dict(metadata or {}),
+                metadata=meta,
                 chat_id=chat_id,
                 message_id=message_id,
-                event_emitter=_emitter(sink),
+                event_emitter=emitter,
                 event_call=self._caller(sink),
+                model=info,
+                request=request,
+                tools=tools_param,
             ),
             params={**self.params, **(params or {})},
             tags=tags,
@@ -189,6 +226,7 @@ class Relay:
             context_tokens=self.context_tokens,
             checkpoints=checkpoints,
             resume=resume,
+            refilter=refilter,
         )
         return await Turn(setup).run()
 
@@ -294,6 +332,61 @@ def _emitter(sink: EventSink) -> Any:
         )
 
     return emit
+
+
+class _Inlets:
+    """Inlet filters on every model call of a turn, as Open WebUI's request filters run on
+    each continuation: always on the history as the client sent it, so what a filter
+    adds never stacks up; `__metadata__["model_call"]` says which call (0 first)."""
+
+    def __init__(
+        self,
+        filters: Sequence[Any],
+        raw: list[Message],
+        info: Mapping[str, Any],
+        meta: Mapping[str, Any],
+        user: Mapping[str, Any] | None,
+        extra: Mapping[str, Any],
+    ) -> None:
+        self.filters, self.raw, self.info, self.meta = filters, raw, info, meta
+        self.user, self.extra = user, extra
+
+    async def run(self, call: int) -> list[Message]:
+        meta = {**self.meta, "model_call": call}
+        body = {
+            "model": self.info.get("id"),
+            "messages": [dict(m) for m in self.raw],
+            "chat_id": self.meta.get("chat_id"),
+            "metadata": meta,
+        }
+        changed = await run_inlets(
+            self.filters, body, self.user, {**self.extra, "__metadata__": meta}
+        )
+        found = changed.get("messages")
+        return repair_history(list(found) if isinstance(found, list) else self.raw)
+
+
+class _ToolsParam(Mapping[str, Any]):
+    """`__tools__`: name → `{spec, callable}` (the function spec, and a callable running
+    the tool with keyword arguments and no turn context), as Open WebUI hands its tools to
+    filters and tools; made on access, so a turn that never reads it costs nothing."""
+
+    def __init__(self, tools: Mapping[str, Tool]) -> None:
+        self._tools = tools
+
+    def __getitem__(self, name: str) -> dict[str, Any]:
+        tool = self._tools[name]
+
+        async def call(**kwargs: Any) -> Any:
+            return await tool.call(dict(kwargs), ToolContext())
+
+        return {"spec": dict(tool.spec.openai_spec()["function"]), "callable": call}
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._tools)
+
+    def __len__(self) -> int:
+        return len(self._tools)
 
 
 def _with_added(

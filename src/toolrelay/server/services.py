@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -19,6 +19,7 @@ from toolrelay.server.api_log import ApiTurnLog, cut_result
 from toolrelay.server.auth import KeyCache
 from toolrelay.server.errors import APIError
 from toolrelay.server.logs import RequestIdInErrors
+from toolrelay.server.request_info import ADMITTED, RequestInfo, model_info
 from toolrelay.server.shutdown import Stopping
 from toolrelay.server.throttle import FailureLimiter
 from toolrelay.server.turns import TurnManager
@@ -95,6 +96,19 @@ class Services:
                 code="model_not_found",
             )
         return name
+
+    def turn_context(
+        self, route: str, request: Request | None, user: Mapping[str, Any], interface: str
+    ) -> dict[str, Any]:
+        """`Relay.run` keyword arguments for `__model__`, `__request__` and the server's part
+        of `__metadata__` (`interface`: `chat` for the chat API, `v1` for the OpenAI API).
+        `request` None: the one a lean `/v1` route answers (`request_info.ADMITTED`)."""
+        request = request if request is not None else ADMITTED.get()
+        return {
+            "model_info": model_info(self.registry.routes[route]),
+            "request": RequestInfo.of(request, user) if request is not None else None,
+            "metadata": {"interface": interface},
+        }
 
     def turn_user(self, user: User) -> dict[str, Any]:
         """The user as a turn sees them: id, name, role, and whether they may run code

@@ -267,6 +267,7 @@ class TurnManager:
         user: Mapping[str, Any],
         client_tools: Sequence[Tool] = (),
         features: Mapping[str, Any] | None = None,
+        context: Mapping[str, Any] | None = None,
     ) -> Started:
         """Take the chat's lease, save the user message and start the turn; else `TurnBusy`.
 
@@ -302,7 +303,9 @@ class TurnManager:
                 raise TurnNotStarted(str(exc)) from exc
             raise
         # the history is read by the turn, after the 202: the one part that grows with the chat
-        self._launch(relay, chat_id, message_id, None, user, client_tools, features, None)
+        self._launch(
+            relay, chat_id, message_id, None, user, client_tools, features, None, context=context
+        )
         return Started(message_id, user_message_id)
 
     def _launch(
@@ -315,13 +318,24 @@ class TurnManager:
         client_tools: Sequence[Tool],
         features: Mapping[str, Any] | None,
         resume: TurnState | None,
+        *,
+        context: Mapping[str, Any] | None = None,
     ) -> None:
         """The turn's task and its control listener; the caller holds the chat's lease.
-        A new turn (`history` None) reads its history and records its run first."""
+        A new turn (`history` None) reads its history and records its run first.
+        `context`: `Relay.run`'s `__request__`/`__model__`/metadata (a resumed turn has none)."""
         loop = asyncio.get_running_loop()
         task = loop.create_task(
             self._run(
-                relay, chat_id, message_id, history, user, client_tools, features, resume=resume
+                relay,
+                chat_id,
+                message_id,
+                history,
+                user,
+                client_tools,
+                features,
+                context,
+                resume=resume,
             )
         )
         listener = loop.create_task(self._listen(chat_id, relay, task))
@@ -360,9 +374,11 @@ class TurnManager:
         user: Mapping[str, Any],
         client_tools: Sequence[Tool],
         features: Mapping[str, Any] | None = None,
+        context: Mapping[str, Any] | None = None,
         *,
         resume: TurnState | None = None,
     ) -> None:
+        """`context`: more `Relay.run` arguments (`__model__`, `__request__`, metadata …)."""
         recorder = TurnRecorder()
         keeper = asyncio.get_running_loop().create_task(
             keep_alive(self.bus, self.store, self.durability, chat_id, message_id, recorder)
@@ -383,6 +399,7 @@ class TurnManager:
                 features=features,
                 checkpoints=StoreCheckpoints(self.store, message_id),
                 resume=resume,
+                **dict(context or {}),
             )
         except asyncio.CancelledError:
             pass  # the partial turn was saved by the engine

@@ -29,6 +29,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from toolrelay.server.errors import APIError, error_response
 from toolrelay.server.gate import gate
 from toolrelay.server.guard import GuardedRoute, admit
+from toolrelay.server.request_info import ADMITTED
 from toolrelay.server.services import Services
 from toolrelay.server.streams import TurnStream
 
@@ -87,7 +88,11 @@ async def _prepare(route: GuardedRoute, scope: Scope, receive: Receive) -> Respo
     svc: Services = request.app.state.services
     try:
         admitted = await admit(request, route.admission)
-        response: Response = await route.endpoint(**route.admission.arguments(admitted, svc))
+        token = ADMITTED.set(request)
+        try:
+            response: Response = await route.endpoint(**route.admission.arguments(admitted, svc))
+        finally:
+            ADMITTED.reset(token)
     except APIError as exc:
         return error_response(exc)
     except ClientDisconnect:

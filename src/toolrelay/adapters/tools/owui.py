@@ -5,7 +5,8 @@ Owns what such a file expects from its host: the front-matter docstring
 config per file) and `UserValves` (per user, set through the API), the
 reserved parameters (`__user__` with its `valves`, `__event_emitter__`,
 `__event_call__`, `__metadata__`, `__files__`, `__messages__`, `__model__`,
-`__request__`, `__oauth_token__` (None: no OAuth here), `__id__`), events
+`__request__`, `__tools__`, `__task__`, `__task_body__`, `__oauth_token__`
+(None: no OAuth here), `__id__`; docs/tools.md says what each holds), events
 mapped to ours (`citation` → `source`; `status`, `message`, `notification`
 keep their names), `self.citation` (True: each result becomes a source).
 Filters: `inlet`, `stream`, `outlet`, ordered by `valves.priority`, and a
@@ -102,8 +103,11 @@ class _Host:
             "__metadata__": metadata,
             "__files__": list(context.files),
             "__messages__": list(context.messages),
-            "__model__": metadata.get("model"),
-            "__request__": None,
+            "__model__": context.model if context.model is not None else metadata.get("model"),
+            "__request__": context.request,
+            "__tools__": context.tools,
+            "__task__": metadata.get("task"),
+            "__task_body__": metadata.get("task_body"),
             "__oauth_token__": None,
             "__id__": self.id,
             "__chat_id__": context.chat_id,
@@ -227,14 +231,14 @@ class OpenWebUIFilter:
         return self.id in ids
 
     async def inlet(
-        self, body: dict[str, Any], user: Mapping[str, Any] | None = None
+        self, body: dict[str, Any], user: Mapping[str, Any] | None = None, **extra: Any
     ) -> dict[str, Any]:
-        return await self._run("inlet", body, user)
+        return await self._run("inlet", body, user, extra)
 
     async def outlet(
-        self, body: dict[str, Any], user: Mapping[str, Any] | None = None
+        self, body: dict[str, Any], user: Mapping[str, Any] | None = None, **extra: Any
     ) -> dict[str, Any]:
-        return await self._run("outlet", body, user)
+        return await self._run("outlet", body, user, extra)
 
     async def stream(self, event: dict[str, Any]) -> dict[str, Any]:
         """One streamed chunk through the filter's `stream` (unchanged when it has none)."""
@@ -245,18 +249,31 @@ class OpenWebUIFilter:
         return result if isinstance(result, dict) else event
 
     async def _run(
-        self, which: str, body: dict[str, Any], user: Mapping[str, Any] | None
+        self,
+        which: str,
+        body: dict[str, Any],
+        user: Mapping[str, Any] | None,
+        extra: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
+        """`extra`: the host's reserved parameters (`engine.filters.run_inlets`)."""
         method = getattr(self.host.instance, which, None)
         if not callable(method) or not self.enabled(body):
             return body
+        given = dict(extra or {})
+        metadata = given.get("__metadata__") or body.get("metadata") or {}
         context = ToolContext(
             user=user,
-            metadata=dict(body.get("metadata") or {}),
+            metadata=dict(metadata),
             messages=list(body.get("messages") or []),
-            chat_id=body.get("chat_id"),
+            chat_id=body.get("chat_id") or metadata.get("chat_id"),
+            message_id=metadata.get("message_id"),
+            model=given.get("__model__"),
+            request=given.get("__request__"),
         )
-        extras = self.host.extras(context, None)
+        extras = self.host.extras(context, given.get("__event_emitter__"))
+        extras.update(
+            {k: v for k, v in given.items() if k in ("__task__", "__task_body__", "__tools__")}
+        )
         params = inspect.signature(method).parameters
         kwargs = {k: v for k, v in extras.items() if k in params}
         result = await _maybe_await(method(body, **kwargs))

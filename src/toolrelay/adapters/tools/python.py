@@ -38,6 +38,9 @@ CONTEXT_PARAMS: Mapping[str, str] = {
     "__message_id__": "message_id",
     "__event_emitter__": "event_emitter",
     "__event_call__": "event_call",
+    "__model__": "model",
+    "__request__": "request",
+    "__tools__": "tools",
 }
 """Declared parameter name → `ToolContext` attribute it is filled from."""
 

@@ -198,18 +198,20 @@ async def delete_chat(chat_id: str, svc: ServicesDep, user: UserDep) -> None:
     "/{chat_id}/messages", status_code=202, response_model=None, responses=doc(TurnStarted, 202)
 )
 async def post_message(
-    chat_id: str, body: MessageCreate, svc: ServicesDep, user: UserDep
+    chat_id: str, body: MessageCreate, svc: ServicesDep, user: UserDep, request: Request
 ) -> dict[str, Any]:
     chat = await _owned(svc, chat_id, user.id)
     route = svc.route(body.model or chat.model or _default_route(svc))
+    turn_user = svc.turn_user(user)
     try:
         started = await svc.turns.start(
             chat_id,
             {"role": "user", "content": body.content},
             route=route,
-            user=svc.turn_user(user),
+            user=turn_user,
             client_tools=client_tools(body.tools),
             features=body.features,
+            context=svc.turn_context(route, request, turn_user, "chat"),
         )
     except TurnBusy:
         raise APIError(

@@ -50,6 +50,7 @@ async def responses(
     )
     run_args["params"] = sampling_params(body, svc.registry.routes[route])
     run_args["message_id"] = REQUEST_ID.get()  # the turn's id is the request's (X-Request-ID)
+    run_args.update(svc.turn_context(route, None, run_args["user"], "v1"))
     options = body.stream_options
     window = options.coalesce_ms if options is not None else None
     run = svc.v1_run(route, user.id, messages, run_args, coalesce_ms=window)
