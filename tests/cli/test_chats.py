@@ -162,7 +162,7 @@ def test_models_from_the_environment_and_none() -> None:
     env = {"OPENAI_BASE_URL": "http://127.0.0.1:9/v1", "OPENAI_MODEL": "gpt-x"}
     result = invoke("models", env=env)
     assert result.stdout.splitlines()[1] == "gpt-x\topenai-chat\tgpt-x\thttp://127.0.0.1:9/v1"
-    empty = invoke("models")
+    empty = invoke("models", env={"TOOLRELAY_LOCAL": "false"})  # no embedded model either
     assert empty.exit_code == 1 and empty.stdout == ""
     assert empty.stderr.startswith("no model configured.")
 

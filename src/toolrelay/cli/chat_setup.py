@@ -188,7 +188,7 @@ def _route_setup(choice: ModelChoice, file_tools: list[Tool | ToolSource]) -> Ch
 
     A name no route has is, with `OPENAI_BASE_URL` set, a model of that server.
     """
-    from toolrelay.config import build_registry, load_settings, setup_hint
+    from toolrelay.config import build_registry, load_settings
 
     settings = load_settings(choice.config)
     if choice.record is not None:
@@ -209,8 +209,16 @@ def _route_setup(choice: ModelChoice, file_tools: list[Tool | ToolSource]) -> Ch
 
         tools = [*_all_tools(registry), *file_tools]
         return ChatSetup(client, tools, limits, close, name)
-    if not registry.routes:
-        raise ConfigError(f"no model configured: pass --base-url URL --model NAME\n{setup_hint()}")
+    embedded = None
+    if not registry.routes:  # as `serve`: the embedded model (`cli.embedded`)
+        from toolrelay.cli.embedded import embedded_route
+
+        embedded = embedded_route(settings, registry)  # nothing of the registry runs yet
+        from rich.console import Console
+
+        Console(stderr=True, soft_wrap=True).print(
+            embedded.notice, markup=False, highlight=False, style="dim"
+        )
     name = name or next(iter(registry.routes))
     if name not in registry.routes:
         known = ", ".join(sorted(registry.routes))
@@ -221,13 +229,23 @@ def _route_setup(choice: ModelChoice, file_tools: list[Tool | ToolSource]) -> Ch
     tools = [*registry.tools_for(name), *file_tools]
     client = registry.client_for(name)
     route = registry.routes[name]
+    close = registry.aclose
+    if embedded is not None:
+        stop = embedded.close
+
+        async def close() -> None:
+            try:
+                await registry.aclose()
+            finally:
+                stop()
+
     return ChatSetup(
         client,
         tools,
         limits,
-        registry.aclose,
+        close,
         name,
-        text_tool_calls=route.text_tool_calls,
+        text_tool_calls=route.text_tool_calls and (embedded is None or embedded.text_tool_calls),
         tags=route.tag_config(),
     )
 

@@ -2,11 +2,14 @@
 
 Owns listing what `toolrelay chat --model NAME` and the server's `model`
 field accept: each route's name, API kind, upstream model and server URL,
-as tab-separated lines. Nothing is contacted; a missing configuration says
-how to add one (exit 1).
+as tab-separated lines. With nothing configured that is the embedded model's
+route `local` (a running server's, when `TOOLRELAY_KEY` is a key of it: the
+one thing asked); without the `[local]` extra, how to add a model (exit 1).
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
@@ -14,6 +17,9 @@ from rich.console import Console
 from toolrelay.cli.admin import ConfigPath, fail
 from toolrelay.cli.config_flag import NoConfig, config_choice, say_config
 from toolrelay.errors import ConfigError
+
+if TYPE_CHECKING:
+    from toolrelay.config import Settings
 
 __all__ = ["models"]
 
@@ -27,6 +33,8 @@ def models(config: ConfigPath = None, no_config: NoConfig = False) -> None:
     except ConfigError as exc:
         raise fail(str(exc)) from None
     say_config(settings)
+    if not settings.models and settings.local and _embedded(settings):
+        return
     if not settings.models:
         local = (
             "('toolrelay serve' serves its embedded model as route 'local' meanwhile, with the "
@@ -41,3 +49,25 @@ def models(config: ConfigPath = None, no_config: NoConfig = False) -> None:
     typer.echo("name\tkind\tmodel\tbase_url")
     for route in settings.models:
         typer.echo(f"{route.name}\t{route.kind}\t{route.model}\t{route.base_url}")
+
+
+def _embedded(settings: Settings) -> bool:
+    """Nothing configured: route `local`, as `toolrelay chat` and `serve` would use it — the
+    running server's (`TOOLRELAY_KEY`) or started in the CLI's process when used."""
+    import os
+
+    from toolrelay.adapters.local import QWEN_CODER_05B
+    from toolrelay.cli.embedded import KEY_ENV, running_server
+    from toolrelay.config.local import ROUTE, not_installed
+
+    url = running_server(settings, os.environ.get(KEY_ENV))
+    if url is None and not_installed():
+        return False
+    where = url or "(embedded: started in the command's process when used)"
+    note = f"no model configured: route {ROUTE!r} is " + (
+        f"the embedded model of the server at {url}" if url else "the embedded model"
+    )
+    Console(stderr=True, soft_wrap=True).print(note, markup=False, highlight=False, style="dim")
+    typer.echo("name\tkind\tmodel\tbase_url")
+    typer.echo(f"{ROUTE}\topenai-chat\t{ROUTE if url else QWEN_CODER_05B.name}\t{where}")
+    return True

@@ -93,7 +93,9 @@ def serve(
         count = workers if workers is not None else default_workers(settings, local=serves_local)
         check_workers(count, settings, local=serves_local)
         if serves_local:
-            settings, local = _start_local(settings)
+            from toolrelay.cli.embedded import start_embedded
+
+            settings, local = start_embedded(settings)
             redact.add([local.server.api_key])  # the private llama.cpp server's key
             registry.add_route(local.route())
     except ConfigError as exc:
@@ -250,34 +252,6 @@ def _uvicorn_workers(settings: Settings, count: int, bus_url: str | None) -> Non
         log_config=None,
         log_level=settings.log_level.lower(),
     )
-
-
-def _start_local(settings: Settings) -> tuple[Settings, LocalModel]:
-    """The embedded model, with a progress bar while its weights are put together."""
-    from rich.console import Console
-    from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
-
-    from toolrelay.config.local import start_local
-
-    console = Console(stderr=True)
-    bar = Progress(
-        "{task.description}", BarColumn(), DownloadColumn(), TimeRemainingColumn(), console=console
-    )
-    task = bar.add_task("assembling the embedded model", total=None)
-
-    def on_assemble(path: Path) -> None:
-        console.print(f"toolrelay: first run: putting the embedded model together in {path}")
-        bar.start()
-
-    def progress(done: int, total: int) -> None:
-        bar.update(task, completed=done, total=total)
-
-    try:
-        settings, local = start_local(settings, progress=progress, on_assemble=on_assemble)
-    finally:
-        if bar.live.is_started:
-            bar.stop()
-    return settings, local
 
 
 def _with_flags(

@@ -230,3 +230,32 @@ def test_serve_with_no_model_serves_it(embedded: Embedded, tmp_path: Path) -> No
     assert "Traceback" not in text and "Application shutdown complete" in text
     assert server.process is not None  # uvicorn re-raises the SIGTERM it handled
     assert server.process.returncode in (0, -signal.SIGTERM)
+
+
+def test_chat_with_no_model_runs_it_in_process(embedded: Embedded, tmp_path: Path) -> None:
+    """`toolrelay chat` with nothing configured and no server up: the model in its process."""
+    import subprocess
+    import sys
+
+    models = tmp_path / "data" / "models"
+    models.mkdir(parents=True)
+    linked = models / embedded.model.path.name
+    os.link(embedded.model.path, linked)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TOOLRELAY_", "OPENAI_"))}
+    env.update({"TOOLRELAY_DATA_DIR": str(tmp_path / "data"), "TOOLRELAY_LOCAL_CTX": "2048"})
+    code = "from toolrelay.cli.main import app; app(prog_name='toolrelay')"
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", code, "chat", "Say hi.", "--no-save", "--raw"],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            env=env,
+            timeout=600,
+        )
+    finally:
+        linked.unlink()
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip(), done.stderr
+    assert "running the embedded model qwen2.5-coder-0.5b" in done.stderr
+    assert "in this process" in done.stderr
