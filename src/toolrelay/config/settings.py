@@ -35,6 +35,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from toolrelay.config.access import AuthConfig, WebConfig
 from toolrelay.config.code import CodeInterpreterConfig
+from toolrelay.config.files import FilesConfig
 from toolrelay.config.messages import describe
 from toolrelay.config.route_http import (
     DEFAULT_MAX_RESPONSE_BYTES,
@@ -117,6 +118,9 @@ class ModelRoute(BaseModel):
     (`core.text_tool_calls`), whatever the route's `kind`, except with `stateful` (refused).
     Unset: on for the route named `local` (the embedded small model writes its calls that
     way), off for every other route."""
+    vision: bool = True
+    """The model reads images: an image attached to a message goes to it as an image part;
+    false: only its name is said."""
     code_interpreter: bool = True
     """False keeps this route's model from running code (`[code_interpreter]`)."""
     coalesce_ms: float | None = Field(default=None, ge=0)
@@ -336,6 +340,8 @@ class Settings(BaseSettings):
     cors_origins: list[str] = Field(default_factory=list)
     auth: AuthConfig = Field(default_factory=AuthConfig)
     web: WebConfig = Field(default_factory=WebConfig)
+    files: FilesConfig = Field(default_factory=FilesConfig)
+    """Uploads (`POST /api/files`): sizes and types (`config.files`)."""
     record: Path | None = None
     """Every route's upstream exchanges written as fixtures here (a route's own `record`
     wins); `--record DIR` of `toolrelay serve` and `toolrelay chat`."""

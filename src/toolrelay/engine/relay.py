@@ -7,6 +7,7 @@ import dataclasses
 from collections.abc import AsyncGenerator, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+from toolrelay.core import events as ev
 from toolrelay.core.events import Event
 from toolrelay.core.formats.transcript import repair_history
 from toolrelay.core.gates import code_interpreter_allowed
@@ -228,6 +229,9 @@ class Relay:
             resume=resume,
             refilter=refilter,
         )
+        if sources and not isinstance(sink, NullSink):  # the sources shown with the answer
+            for source in sources:
+                await sink.emit(Event(ev.SOURCE, dict(source)))
         return await Turn(setup).run()
 
     def stream(

@@ -18,6 +18,7 @@ from fastapi.middleware.cors import CORSMiddleware
 
 from toolrelay import __version__
 from toolrelay.adapters.events import make_bus
+from toolrelay.adapters.files import LocalFiles
 from toolrelay.adapters.stores import Store, User
 from toolrelay.adapters.stores.sql import SQLStore
 from toolrelay.config.registry import Registry, build_registry, setup_hint
@@ -34,6 +35,7 @@ from toolrelay.server.routes import (
     admin,
     chats,
     code_files,
+    files,
     health,
     metrics,
     openai,
@@ -62,6 +64,7 @@ ROUTERS: Final = tuple(
         responses,
         chats,
         code_files,
+        files,
         tool_outputs,
         admin,
         tools,
@@ -160,6 +163,7 @@ def create_app(
             settings, store, bus, live, turns, KeyCache(store), stopping, secret
         )
         app.state.services.api_log = api_log = ApiTurnLog(store, settings)
+        app.state.services.files = LocalFiles(settings.data_dir / "files")
         app.state.services.failures = FailureLimiter(
             settings.auth.max_failures, settings.auth.window_s
         )
@@ -193,6 +197,7 @@ def create_app(
         responses,
         chats,
         code_files,
+        files,
         tool_outputs,
         admin,
         tools,

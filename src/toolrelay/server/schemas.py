@@ -58,6 +58,10 @@ class ChatCompletionRequest(_Open):
     """Opt-in: server-side tool activity as extra chunks (`choices: []`, key `toolrelay`)."""
     features: dict[str, Any] | None = None
     """toolrelay's extension: `{"code_interpreter": false}` keeps this request from running code."""
+    files: list[str | dict[str, Any]] | None = None
+    """toolrelay's extension: uploaded files (`POST /api/files`) by id, or `{id}`."""
+    sources: list[dict[str, Any]] | None = None
+    """toolrelay's extension: retrieved sources `{source, document[], metadata[]}` (R15)."""
 
 
 class ResponseTool(_Open):
@@ -75,6 +79,9 @@ class ResponsesRequest(_Open):
     tools: list[ResponseTool] | None = None
     previous_response_id: str | None = None
     stream_options: StreamOptions | None = None
+    files: list[str | dict[str, Any]] | None = None
+    """toolrelay's extension, as on chat completions."""
+    sources: list[dict[str, Any]] | None = None
 
 
 class ChatCreate(_Open):
@@ -89,6 +96,10 @@ class MessageCreate(_Open):
     """Client-side tools: their calls arrive as `execute:tool` events."""
     features: dict[str, Any] | None = None
     """What this turn asks for (`{"code_interpreter": false}` turns code off); unset: all on."""
+    files: list[str | dict[str, Any]] | None = None
+    """Uploaded files (`POST /api/files`) sent with this message, by id or `{id}`."""
+    sources: list[dict[str, Any]] | None = None
+    """Retrieved sources `{source, document[], metadata[]}`, injected once per model call (R15)."""
 
 
 class ToolResultIn(_Open):

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import Depends, Request
 
 from toolrelay.adapters.events import EventBus
+from toolrelay.adapters.files import LocalFiles
 from toolrelay.adapters.stores import Store, User
 from toolrelay.config.registry import Registry
 from toolrelay.config.settings import Settings
@@ -38,6 +40,8 @@ class Services:
     """Signs the web page's session cookies (`server.session`)."""
     api_log: ApiTurnLog | None = None
     """The request log of `/v1` turns (`log_api_turns`)."""
+    files: LocalFiles = field(default_factory=lambda: LocalFiles(Path("files")))
+    """Uploaded files (`adapters.files`); the app sets it under `data_dir`."""
     failures: FailureLimiter | None = None
     """Failed sign-ins and wrong keys, per address and key prefix (`[auth]`)."""
 

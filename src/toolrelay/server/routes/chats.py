@@ -26,6 +26,7 @@ from toolrelay.adapters.stores.listing import ChatCursor
 from toolrelay.core.citations import saved_sources
 from toolrelay.core.events import Event
 from toolrelay.server.api_log import API_CHAT_PREFIX
+from toolrelay.server.attachments import attach
 from toolrelay.server.client_tools import client_tools
 from toolrelay.server.errors import APIError
 from toolrelay.server.guard import GuardedRoute, UserDep
@@ -190,6 +191,7 @@ async def delete_chat(chat_id: str, svc: ServicesDep, user: UserDep) -> None:
         await svc.turns.wait(chat_id)
     if not await svc.store.delete_chat(chat_id, user_id=user.id):
         raise APIError(404, f"No chat '{chat_id}'.", code="chat_not_found")
+    await svc.files.delete_chat(user.id, chat_id)  # the files sent in it go with it
     if svc.registry.code_runner is not None:  # its kernel and the files its code wrote
         await svc.registry.code_runner.forget(chat_id)
 
@@ -203,15 +205,25 @@ async def post_message(
     chat = await _owned(svc, chat_id, user.id)
     route = svc.route(body.model or chat.model or _default_route(svc))
     turn_user = svc.turn_user(user)
+    message, attached = await attach(
+        svc.files,
+        user.id,
+        {"role": "user", "content": body.content},
+        body.files,
+        body.sources,
+        chat_id=chat_id,
+        vision=svc.registry.routes[route].vision,
+        text_limit=svc.settings.files.inline_text_chars,
+    )
     try:
         started = await svc.turns.start(
             chat_id,
-            {"role": "user", "content": body.content},
+            message,
             route=route,
             user=turn_user,
             client_tools=client_tools(body.tools),
             features=body.features,
-            context=svc.turn_context(route, request, turn_user, "chat"),
+            context={**svc.turn_context(route, request, turn_user, "chat"), **attached},
         )
     except TurnBusy:
         raise APIError(

@@ -17,6 +17,7 @@ from fastapi import APIRouter
 from toolrelay.config.settings import ModelRoute
 from toolrelay.core.formats.answer import turn_answer
 from toolrelay.core.formats.chat_completions.render import ChatStream, completion_for
+from toolrelay.server.attachments import attach_last
 from toolrelay.server.client_tools import turn_args
 from toolrelay.server.errors import APIError, JSONBody
 from toolrelay.server.guard import GuardedRoute, UserDep
@@ -50,6 +51,9 @@ async def chat_completions(
     run_args["features"] = body.features
     run_args["message_id"] = REQUEST_ID.get()  # the turn's id is the request's (X-Request-ID)
     run_args.update(svc.turn_context(route, None, run_args["user"], "v1"))
+    if body.files or body.sources:
+        messages, attached = await attach_last(svc, user.id, route, messages, body)
+        run_args.update(attached)
     options = body.stream_options
     window = options.coalesce_ms if options is not None else None
     run = svc.v1_run(route, user.id, messages, run_args, coalesce_ms=window)

@@ -17,6 +17,7 @@ from toolrelay.core.formats.answer import turn_answer
 from toolrelay.core.formats.responses.convert import input_messages
 from toolrelay.core.formats.responses.render import ResponsesStream, response_for
 from toolrelay.core.ids import new_id
+from toolrelay.server.attachments import attach_last
 from toolrelay.server.client_tools import turn_args
 from toolrelay.server.errors import APIError, JSONBody
 from toolrelay.server.guard import GuardedRoute, UserDep
@@ -51,6 +52,9 @@ async def responses(
     run_args["params"] = sampling_params(body, svc.registry.routes[route])
     run_args["message_id"] = REQUEST_ID.get()  # the turn's id is the request's (X-Request-ID)
     run_args.update(svc.turn_context(route, None, run_args["user"], "v1"))
+    if body.files or body.sources:
+        messages, attached = await attach_last(svc, user.id, route, messages, body)
+        run_args.update(attached)
     options = body.stream_options
     window = options.coalesce_ms if options is not None else None
     run = svc.v1_run(route, user.id, messages, run_args, coalesce_ms=window)
