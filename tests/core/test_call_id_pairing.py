@@ -21,7 +21,13 @@ from toolrelay.adapters.stores.base import StoredMessage
 from toolrelay.adapters.stores.records import history_messages
 from toolrelay.core.formats.chat_completions.request import request_body as chat_body
 from toolrelay.core.formats.ollama.request import request_body as ollama_body
-from toolrelay.core.formats.transcript import ChatReplay, to_chat_messages, to_responses_input
+from toolrelay.core.formats.transcript import (
+    INTERRUPTED_TOOL_RESULT,
+    ChatReplay,
+    repair_history,
+    to_chat_messages,
+    to_responses_input,
+)
 from toolrelay.core.items import as_items
 
 FRESH = "call_" + hashlib.sha256(b"call_1\x001").hexdigest()[:24]
@@ -42,7 +48,7 @@ def tool_call(call_id: str, arguments: str) -> dict[str, Any]:
     }
 
 
-GROUPED = [
+GROUPED: list[dict[str, Any]] = [
     {
         "role": "assistant",
         "content": None,
@@ -51,7 +57,7 @@ GROUPED = [
     {"role": "tool", "tool_call_id": "call_1", "content": '{"temp":21}'},
     {"role": "tool", "tool_call_id": FRESH, "content": "late"},
 ]
-INTERLEAVED = [
+INTERLEAVED: list[dict[str, Any]] = [
     {"role": "assistant", "content": None, "tool_calls": [tool_call("call_1", PARIS)]},
     {"role": "tool", "tool_call_id": "call_1", "content": '{"temp":21}'},
     {"role": "assistant", "content": None, "tool_calls": [tool_call(FRESH, ROME)]},
@@ -148,3 +154,41 @@ def test_one_call_with_two_outputs_keeps_its_first_and_drops_the_stray() -> None
     output = [call("c1"), result("c1", "first"), result("c1", "second")]
     tools = [m for m in to_chat_messages(output) if m["role"] == "tool"]
     assert tools == [{"role": "tool", "tool_call_id": "c1", "content": "first"}]
+
+
+def test_a_client_history_reusing_an_id_is_repaired_the_same_way() -> None:
+    """What a client sends (an imported chat through /v1) gets the pairing too."""
+    history: list[dict[str, Any]] = [
+        {"role": "user", "content": "Paris and Rome?"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [tool_call("call_1", PARIS), tool_call("call_1", ROME)],
+        },
+        {"role": "tool", "tool_call_id": "call_1", "content": '{"temp":21}'},
+        {"role": "tool", "tool_call_id": "call_1", "content": "late"},
+        {"role": "tool", "tool_call_id": "call_1", "content": "a third: no call left"},
+    ]
+    assert repair_history(history) == [history[0], *GROUPED]
+
+
+def test_a_client_history_reusing_an_id_in_a_later_turn_is_repaired() -> None:
+    history: list[dict[str, Any]] = [
+        {"role": "user", "content": "Paris?"},
+        *INTERLEAVED[:2],
+        {"role": "user", "content": "Rome?"},
+        {"role": "assistant", "content": None, "tool_calls": [tool_call("call_1", ROME)]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "late"},
+    ]
+    assert repair_history(history) == [
+        {"role": "user", "content": "Paris?"},
+        *INTERLEAVED[:2],
+        {"role": "user", "content": "Rome?"},
+        *INTERLEAVED[2:],
+    ]
+    unanswered = [*history[:-1], {"role": "user", "content": "?"}]
+    assert repair_history(unanswered)[-2] == {
+        "role": "tool",
+        "tool_call_id": FRESH,
+        "content": INTERRUPTED_TOOL_RESULT,
+    }

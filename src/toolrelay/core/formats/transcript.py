@@ -11,7 +11,7 @@ Rules the Chat Completions form keeps, because providers reject anything else:
 0. A call id used twice (a saved or imported chat, a provider that reuses
    ids) pairs the k-th output of the id with its k-th call, and the second
    and later pairs go back under a fresh id derived from the old one and k
-   (`_Pairing`; the same for Responses input, and across a saved chat's turns
+   (`Pairing`; the same for Responses input, and across a saved chat's turns
    with `unique_call_ids`).
 1. A call is replayed only when both its `function_call` item and a
    `function_call_output` item with the same `call_id` exist. Unanswered
@@ -43,12 +43,19 @@ except Anthropic thinking text that has no signature (Anthropic refuses it).
 from __future__ import annotations
 
 import copy
-import hashlib
 import html
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
+from toolrelay.core.formats.call_ids import (
+    INTERRUPTED_TOOL_RESULT,
+    CallIdCounts,
+    Pairing,
+    repair_history,
+    unique_call_ids,
+    used_call_ids,
+)
 from toolrelay.core.items import is_call, is_call_output
 from toolrelay.core.tool_results import is_model_image
 
@@ -71,7 +78,6 @@ or Ollama's `thinking`), or inline tags."""
 
 TOOL_IMAGES_TEXT: Final = "Images returned by the tool call(s) above:"
 CODE_IMAGES_TEXT: Final = "Images shown by the code above:"
-INTERRUPTED_TOOL_RESULT: Final = "Error: the tool call was interrupted before it returned a result."
 
 _TEXT_PART_TYPES: Final = frozenset({"input_text", "output_text", "text"})
 _SUMMARY_TYPES: Final = frozenset({"summary_text"})
@@ -82,62 +88,6 @@ def _call_id(item: Mapping[str, Any]) -> str | None:
     """An item's `call_id` when it is a usable one (hostile output may hold a dict)."""
     call_id = item.get("call_id")
     return call_id if isinstance(call_id, str) and call_id else None
-
-
-def _reused_id(call_id: str, k: int) -> str:
-    """The id the k-th (k >= 1, from 0) reuse of `call_id` goes back with: derived, so a
-    saved chat replays with the same ids every time (a provider's prompt cache holds)."""
-    digest = hashlib.sha256(f"{call_id}\0{k}".encode("utf-8", "surrogatepass")).hexdigest()
-    return f"call_{digest[:24]}"
-
-
-class _Pairing:
-    """Pairs the k-th output of a call id with the k-th call of that id (rule 0).
-
-    `feed` returns the item itself, or for the second and later call (or output)
-    of an id a copy with a fresh `call_id`, the same for the k-th call and the
-    k-th output, so each call meets its own result however the id was reused.
-    """
-
-    __slots__ = ("calls", "outputs")
-
-    def __init__(self, calls: dict[str, int] | None = None, outputs: dict[str, int] | None = None):
-        self.calls: dict[str, int] = dict(calls or {})
-        self.outputs: dict[str, int] = dict(outputs or {})
-
-    def copy(self) -> _Pairing:
-        return _Pairing(self.calls, self.outputs)
-
-    def feed(self, item: Mapping[str, Any]) -> Mapping[str, Any]:
-        if is_call(item):
-            counts = self.calls
-        elif is_call_output(item):
-            counts = self.outputs
-        else:
-            return item
-        call_id = _call_id(item)
-        if call_id is None:
-            return item
-        k = counts.get(call_id, 0)
-        counts[call_id] = k + 1
-        return item if k == 0 else {**item, "call_id": _reused_id(call_id, k)}
-
-
-CallIdCounts = tuple[dict[str, int], dict[str, int]]
-"""Calls and outputs met so far, per call id: where `unique_call_ids` goes on from."""
-
-
-def unique_call_ids(
-    outputs: Sequence[Sequence[Mapping[str, Any]]], counts: CallIdCounts | None = None
-) -> list[list[Mapping[str, Any]]]:
-    """Several turns' items (a saved chat's, in order) with every reused call id made
-    unique across all of them, the k-th output of an id staying with its k-th call.
-    `counts` (updated in place) goes on from the turns before these: a chat's history
-    read in parts gets the ids it would get read whole."""
-    pairing = _Pairing()
-    if counts is not None:
-        pairing.calls, pairing.outputs = counts
-    return [[pairing.feed(item) for item in output] for output in outputs]
 
 
 def _answered_call_ids(output: Sequence[Mapping[str, Any]]) -> set[str]:
@@ -331,7 +281,7 @@ def to_chat_messages(
     output: Sequence[Mapping[str, Any]], *, reasoning: ReasoningReplay = "none"
 ) -> list[dict[str, Any]]:
     """Chat Completions messages to append after the history for this turn's items."""
-    pairing = _Pairing()
+    pairing = Pairing()
     output = [pairing.feed(item) for item in output]
     answered = _answered_call_ids(output)
     outputs: dict[str, Mapping[str, Any]] = {
@@ -378,10 +328,10 @@ class ChatReplay:
         self._raw_ids: set[str | None] = set()
         """Call ids of the prefix's `function_call` items, as the items hold them."""
         self._call_ids: set[str | None] = set()
-        """The same once paired (`_Pairing`: a reused id made unique)."""
+        """The same once paired (`Pairing`: a reused id made unique)."""
         self._outputs: dict[str, Mapping[str, Any]] = {}
         """The prefix's paired `function_call_output` items by call id."""
-        self._pairing = _Pairing()
+        self._pairing = Pairing()
         """The pairing's counts after the prefix."""
 
     def messages(
@@ -390,7 +340,7 @@ class ChatReplay:
         if not self._reusable(output, reasoning):
             self._reasoning = reasoning
             self._items, self._messages, self._outputs = [], [], {}
-            self._raw_ids, self._call_ids, self._pairing = set(), set(), _Pairing()
+            self._raw_ids, self._call_ids, self._pairing = set(), set(), Pairing()
         start = len(self._items)
         raw = output[start:]
         pairing = self._pairing.copy()
@@ -518,7 +468,7 @@ def to_responses_input(
     outputs are sent alone); the orphan rule is judged over it.
     """
     if context is None:  # stateful: the calls live upstream under the ids they were sent with
-        pairing = _Pairing()
+        pairing = Pairing()
         output = [pairing.feed(item) for item in output]
     answered = _answered_call_ids(output if context is None else context)
     converted: list[dict[str, Any]] = []
@@ -534,60 +484,3 @@ def to_responses_input(
                 parts += [{"type": "input_image", "image_url": url} for url in images]
                 converted.append({"type": "message", "role": "user", "content": parts})
     return converted
-
-
-def used_call_ids(
-    messages: Sequence[Mapping[str, Any]], output: Sequence[Mapping[str, Any]]
-) -> set[str]:
-    """Every call id the conversation already holds (history calls and results, the turn's
-    items): a new call reusing one gets a fresh id (`BodyReader(call_ids=…)`)."""
-    used = {_call_id(i) for i in output if isinstance(i, Mapping)}
-    for message in messages:
-        if not isinstance(message, Mapping):
-            continue
-        used.update(_call_ids(message))
-        tool_call_id = message.get("tool_call_id") if message.get("role") == "tool" else None
-        used.add(tool_call_id if isinstance(tool_call_id, str) else None)
-    return {c for c in used if c}
-
-
-def _call_ids(message: Mapping[str, Any]) -> list[str]:
-    calls = message.get("tool_calls") if message.get("role") == "assistant" else None
-    if not isinstance(calls, list):
-        return []
-    return [c["id"] for c in calls if isinstance(c, Mapping) and isinstance(c.get("id"), str)]
-
-
-def _interrupted(open_calls: Sequence[str], answered: set[str]) -> list[dict[str, Any]]:
-    """Synthetic results for the calls of one block that never got an answer."""
-    return [
-        {"role": "tool", "tool_call_id": call_id, "content": INTERRUPTED_TOOL_RESULT}
-        for call_id in open_calls
-        if call_id not in answered
-    ]
-
-
-def repair_history(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """A client history a provider will accept: every tool call answered, no stray results.
-
-    A tool message counts only inside the contiguous run of tool messages right
-    after the assistant message that made the call (first answer wins); any
-    other tool message is dropped. Calls left unanswered when that run ends get
-    `INTERRUPTED_TOOL_RESULT`, in call order.
-    """
-    repaired: list[dict[str, Any]] = []
-    open_calls: list[str] = []
-    answered: set[str] = set()
-    for message in messages:
-        if message.get("role") == "tool":
-            call_id = message.get("tool_call_id")
-            if isinstance(call_id, str) and call_id in open_calls and call_id not in answered:
-                answered.add(call_id)
-                repaired.append(dict(message))
-            continue
-        repaired += _interrupted(open_calls, answered)
-        repaired.append(dict(message))
-        open_calls = list(dict.fromkeys(_call_ids(message)))
-        answered = set()
-    repaired += _interrupted(open_calls, answered)
-    return repaired
