@@ -56,6 +56,9 @@ class ToolServer(BaseModel):
     allow: list[str] | None = None
     deny: list[str] = Field(default_factory=list)
     timeout: float | None = Field(default=None, gt=0)
+    start_timeout: float | None = Field(default=None, gt=0)
+    """MCP: how long `initialize` and `tools/list` may take (60 s); past it the server's
+    tools are left out of the turn and it is started again later."""
     requires_approval: bool = False
 
     @model_validator(mode="after")
@@ -104,6 +107,8 @@ def _build(server: ToolServer, base: Path | None, options: dict[str, Any]) -> To
         )
     from toolrelay.adapters.tools.mcp import MCPServer
 
+    if server.start_timeout is not None:
+        options["start_timeout"] = server.start_timeout
     if server.kind == "mcp-stdio":
         assert server.command is not None
         cwd = _resolve(server.cwd, base) if server.cwd else None

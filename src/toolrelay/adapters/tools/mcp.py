@@ -16,6 +16,7 @@ The session's life (lazy start, restarts with backoff, shutdown) is
 
 from __future__ import annotations
 
+import asyncio
 import fnmatch
 import os
 import re
@@ -29,7 +30,13 @@ import mcp.types as mt
 from mcp import StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
 
-from toolrelay.adapters.tools.mcp_session import Backoff, McpConnection, Transport, describe
+from toolrelay.adapters.tools.mcp_session import (
+    START_TIMEOUT_S,
+    Backoff,
+    McpConnection,
+    Transport,
+    describe,
+)
 from toolrelay.adapters.tools.source import SourceTool
 from toolrelay.core import events as ev
 from toolrelay.engine.interfaces import Tool, ToolContext, ToolSpec
@@ -55,6 +62,7 @@ class MCPServer:
         allow: Sequence[str] | None = None,
         deny: Sequence[str] = (),
         timeout: float | None = None,
+        start_timeout: float = START_TIMEOUT_S,
         requires_approval: bool = False,
         backoff: Backoff | None = None,
         clock: Callable[[], float] | None = None,
@@ -68,7 +76,12 @@ class MCPServer:
         self.timeout = timeout
         self.requires_approval = requires_approval
         self.connection = McpConnection(
-            name, transport, on_message=self._on_message, backoff=backoff, clock=clock
+            name,
+            transport,
+            on_message=self._on_message,
+            backoff=backoff,
+            clock=clock,
+            start_timeout=start_timeout,
         )
         self._tools: list[Tool] | None = None
         self._names: dict[str, str] = {}
@@ -134,8 +147,14 @@ class MCPServer:
         cursor: str | None = None
         for _ in range(_LIST_PAGE_CAP):
             params = mt.PaginatedRequestParams(cursor=cursor) if cursor else None
+            bound = self.connection.start_timeout
             try:
-                page = await session.list_tools(params=params)
+                async with asyncio.timeout(bound):
+                    page = await session.list_tools(params=params)
+            except TimeoutError:
+                reason = f"no answer to tools/list within {bound:g} s"
+                self.connection.broken(reason)  # started again on a later turn
+                raise ToolError(f"MCP server {self.name!r}: {reason}", reason=reason) from None
             except MCPError as exc:
                 raise ToolError(
                     f"MCP server {self.name!r}: tools/list failed: {exc.message}"

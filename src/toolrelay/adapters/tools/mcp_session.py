@@ -32,6 +32,13 @@ __all__ = ["Backoff", "McpConnection", "Transport", "describe"]
 
 log = logging.getLogger("toolrelay.tools.mcp")
 
+START_TIMEOUT_S = 60.0
+"""How long `initialize` (and each later request but a tool call) may take when the
+server sets no `timeout` of its own."""
+CLOSE_GRACE_S = 5.0
+"""How long a stopping session may take to end on its own (the SDK closes the child's
+stdin, then signals it) before its task is cancelled: closing never waits on a server."""
+
 Transport = Callable[[], AbstractAsyncContextManager[tuple[Any, Any]]]
 """Opens the transport: an async context manager yielding (read stream, write stream)."""
 MessageHandler = Callable[[Any], Awaitable[None]]
@@ -60,18 +67,21 @@ class McpConnection:
         *,
         on_message: MessageHandler,
         backoff: Backoff | None = None,
-        start_timeout: float = 60.0,
+        start_timeout: float = START_TIMEOUT_S,
         clock: Callable[[], float] | None = None,
     ) -> None:
         self.name = name
         self._transport = transport
         self._on_message = on_message
         self._backoff = backoff or Backoff()
-        self._start_timeout = start_timeout
+        self.start_timeout = start_timeout
+        """The bound of `initialize` and of every request but a tool call (those have
+        the turn's `tool_timeout`)."""
         self._clock = clock or time.monotonic
         self._lock = asyncio.Lock()
         self._session: ClientSession | None = None
         self._task: asyncio.Task[None] | None = None
+        self._ready: asyncio.Future[ClientSession] | None = None
         self._stop = asyncio.Event()
         self._failures = 0
         self._not_before = 0.0
@@ -84,10 +94,16 @@ class McpConnection:
         return self._session is not None and self._task is not None and not self._task.done()
 
     async def session(self) -> ClientSession:
-        """The running session; starts (or restarts) it, or raises `ToolError` saying why not."""
+        """The running session; starts (or restarts) it, or raises `ToolError` saying why not.
+
+        A server another caller is starting is not waited for: the caller (a turn) goes
+        on without its tools, so one slow or silent server holds up no turn but the
+        one that started it, and that one for `start_timeout` at most."""
         session = self._session
         if session is not None and self.alive:
             return session
+        if self._lock.locked():
+            raise ToolError(f"MCP server {self.name!r} is still starting", reason="starting")
         async with self._lock:
             if self._session is not None and self.alive:
                 return self._session
@@ -114,17 +130,18 @@ class McpConnection:
         self._stop = asyncio.Event()
         ready: asyncio.Future[ClientSession] = asyncio.get_running_loop().create_future()
         ready.add_done_callback(_retrieve)  # an answer nobody waits for any more is not an error
+        self._ready = ready
         self._task = asyncio.get_running_loop().create_task(
             self._run(ready, self._stop), name=f"mcp:{self.name}"
         )
         self.starts += 1
         try:
-            async with asyncio.timeout(self._start_timeout):
+            async with asyncio.timeout(self.start_timeout):
                 session = await asyncio.shield(ready)
         except TimeoutError:
             self._stop_task()
             await self._reap()
-            self._record_failure(f"no answer to initialize within {self._start_timeout:g} s")
+            self._record_failure(f"no answer to initialize within {self.start_timeout:g} s")
             raise ToolError(
                 f"MCP server {self.name!r} failed to start: {self.last_error}",
                 reason=self.last_error,
@@ -185,17 +202,27 @@ class McpConnection:
         self._stop.set()
 
     async def _reap(self) -> None:
-        """Wait for a stopped (or stopping) session task to finish its cleanup."""
+        """Wait for a stopped (or stopping) session task to finish its cleanup: at once
+        (cancelled) when it never got through `initialize` (a silent server answers
+        nothing, a stop included), else within `CLOSE_GRACE_S`, then cancelled."""
         task, self._task = self._task, None
         if task is None:
             return
         self._stop.set()
+        if self._ready is not None and not self._ready.done():
+            task.cancel()
+        elif not task.done():
+            await asyncio.wait({task}, timeout=CLOSE_GRACE_S)
+            task.cancel()
         with contextlib.suppress(Exception, asyncio.CancelledError):
             await asyncio.shield(task)
 
     async def aclose(self) -> None:
-        """Stop the session; the SDK ends the child process (no orphans)."""
-        async with self._lock:
+        """Stop the session; the SDK ends the child process (no orphans). A start under
+        way is cancelled, not waited for: closing ends whatever the server does."""
+        self._stop_task()
+        await self._reap()
+        async with self._lock:  # a start that was under way has given up by now
             self._stop_task()
             await self._reap()
 
