@@ -34,6 +34,7 @@ from pydantic import (
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from toolrelay.config.access import AuthConfig, WebConfig
+from toolrelay.config.budgets import BudgetsConfig
 from toolrelay.config.code import CodeInterpreterConfig
 from toolrelay.config.files import FilesConfig
 from toolrelay.config.messages import describe
@@ -118,6 +119,8 @@ class ModelRoute(BaseModel):
     (`core.text_tool_calls`), whatever the route's `kind`, except with `stateful` (refused).
     Unset: on for the route named `local` (the embedded small model writes its calls that
     way), off for every other route."""
+    prices: dict[str, float] | None = None
+    """`{input = …, output = …}` per million tokens: each turn's `cost` (budgets, /metrics)."""
     vision: bool = True
     """The model reads images: an image attached to a message goes to it as an image part;
     false: only its name is said."""
@@ -222,6 +225,12 @@ class LimitsConfig(BaseModel):
     tool_result_max_bytes: int = Field(default=_RUN_DEFAULTS["tool_result_max_bytes"], ge=0)
     """Bytes of one tool result the model reads; longer ones are cut (the user gets the
     whole result from `GET /api/chats/{id}/outputs/{item_id}`). 0: no cap."""
+    max_input_tokens: int | None = Field(default=None, ge=1)
+    """A turn's budget (over all its model calls); reached, the turn ends `capped`."""
+    max_output_tokens: int | None = Field(default=None, ge=1)
+    max_total_tokens: int | None = Field(default=None, ge=1)
+    max_cost: float | None = Field(default=None, gt=0)
+    """In the unit of the routes' `prices` (or of the provider's reported `cost`)."""
 
     @field_validator("max_iterations")
     @classmethod
@@ -341,6 +350,8 @@ class Settings(BaseSettings):
     auth: AuthConfig = Field(default_factory=AuthConfig)
     web: WebConfig = Field(default_factory=WebConfig)
     files: FilesConfig = Field(default_factory=FilesConfig)
+    budgets: BudgetsConfig = Field(default_factory=BudgetsConfig)
+    """Daily token and cost budgets per user and per API key (`server.budgets`)."""
     """Uploads (`POST /api/files`): sizes and types (`config.files`)."""
     record: Path | None = None
     """Every route's upstream exchanges written as fixtures here (a route's own `record`

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from toolrelay.core.budget import Budget
 from toolrelay.core.result_cap import DEFAULT_CAP
 from toolrelay.errors import ConfigError
 
@@ -41,6 +42,18 @@ class RunLimits:
     """Code-interpreter runs per turn (SPEC R16)."""
     tool_result_max_bytes: int = DEFAULT_CAP
     """Bytes of one tool result the model reads (`core.result_cap`); 0: no cap."""
+    max_input_tokens: int | None = None
+    """Budget of the turn (`core.budget`): input tokens over all its model calls; None: none."""
+    max_output_tokens: int | None = None
+    max_total_tokens: int | None = None
+    max_cost: float | None = None
+    """In the route's price unit (`prices`), else the provider's reported `cost`."""
+
+    @property
+    def budget(self) -> Budget:
+        return Budget(
+            self.max_input_tokens, self.max_output_tokens, self.max_total_tokens, self.max_cost
+        )
 
     def __post_init__(self) -> None:
         if self.max_iterations < -1 or self.max_iterations == 0:

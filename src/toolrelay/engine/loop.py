@@ -24,6 +24,7 @@ from typing import Any, assert_never
 
 from toolrelay.core import events as ev
 from toolrelay.core.body import BodyReader, ReadResult
+from toolrelay.core.budget import over_budget, turn_cost
 from toolrelay.core.decide import (
     Capped,
     Failed,
@@ -122,6 +123,8 @@ class TurnSetup:
     """Where the turn's state goes at each step boundary (`engine.checkpoint`); None: nowhere."""
     resume: TurnState | None = None
     """A saved state to go on from instead of starting (`engine.checkpoint`)."""
+    prices: Mapping[str, float] | None = None
+    """The route's price per million tokens (`input`, `output`): the turn's `usage.cost`."""
     refilter: Callable[[int], Awaitable[Sequence[Message]]] | None = None
     """The history for model call N (N > 0) through the inlet filters again; None: as is."""
 
@@ -223,6 +226,9 @@ class Turn:
             await self._refilter()
             read = await self._read(self._request(new_from, with_tools=with_tools))
             outcome = self._decide(read)
+            spent = over_budget(self.setup.limits.budget, self.usage)
+            if spent is not None and isinstance(outcome, RunTools | RunCode):
+                return await self._over_budget(outcome, spent)
             match outcome:
                 case Final():
                     return await self._finish(TurnStatus.COMPLETED, None)
@@ -383,6 +389,8 @@ class Turn:
         self.output.extend(read.output)
         if read.usage:
             self.usage = merge_usage(self.usage, read.usage)
+            if self.setup.prices:  # the route's price table says what it cost
+                self.usage["cost"] = turn_cost(self.usage, self.setup.prices)
         if read.response_id:
             self.response_id = read.response_id
         self.finish_reason = read.finish_reason
@@ -487,6 +495,16 @@ class Turn:
         self.output[index] = updated(item, output=result, status="completed")
         done = updated(item, output=code_output(result), status="completed")
         await self.emitter.emit(Event(ev.OUTPUT_ITEM_DONE, {"output_index": index, "item": done}))
+
+    async def _over_budget(self, outcome: RunTools | RunCode, error: str) -> RunResult:
+        """A budget reached while the model wants more (`core.budget`): no further call;
+        the calls it asked for are left unrun (`incomplete`), as at the iteration cap."""
+        ids = {c["id"] for c in outcome.calls} if isinstance(outcome, RunTools) else set()
+        self.output = [
+            updated(i, status="incomplete") if i.get("id") in ids else i for i in self.output
+        ]
+        await self.emitter.emit(_error_event(error))
+        return await self._finish(TurnStatus.CAPPED, error)
 
     async def _capped(self, calls: Sequence[FunctionCallItem]) -> RunResult:
         ids = {c["id"] for c in calls}

@@ -63,6 +63,7 @@ class Relay:
         text_tool_calls: bool = False,
         observer: Observer | None = None,
         context_tokens: int | None = None,
+        prices: Mapping[str, float] | None = None,
     ) -> None:
         """`tools` are `Tool`s (`@tool` makes one of a function) and `ToolSource`s
         (`MCPServer`, `OpenAPIServer`, `ToolFile`); names must differ.
@@ -106,6 +107,8 @@ class Relay:
             context_tokens if context_tokens is not None else getattr(model, "context_tokens", None)
         )
         self.pending = PendingCalls()
+        self.prices = dict(prices) if prices else None
+        """Per million tokens (`input`, `output`): each turn's `usage.cost` (`core.budget`)."""
 
     def coerce(self, item: object) -> object:
         """What a user put in `tools`, as a `Tool` or `ToolSource`: as given here (the
@@ -228,6 +231,7 @@ class Relay:
             checkpoints=checkpoints,
             resume=resume,
             refilter=refilter,
+            prices=self.prices,
         )
         if sources and not isinstance(sink, NullSink):  # the sources shown with the answer
             for source in sources:

@@ -26,6 +26,7 @@ from toolrelay.config.settings import Settings
 from toolrelay.server import gc_tuning
 from toolrelay.server.api_log import ApiTurnLog
 from toolrelay.server.auth import KeyCache
+from toolrelay.server.budgets import Budgets
 from toolrelay.server.durability import Durability
 from toolrelay.server.errors import BodyLimit, JSONBody, install_error_handlers
 from toolrelay.server.logs import RequestIds
@@ -164,6 +165,9 @@ def create_app(
         )
         app.state.services.api_log = api_log = ApiTurnLog(store, settings)
         app.state.services.files = LocalFiles(settings.data_dir / "files")
+        app.state.services.budgets = Budgets(
+            app.state.services, metrics=getattr(app.state, "metrics", None)
+        )
         app.state.services.failures = FailureLimiter(
             settings.auth.max_failures, settings.auth.window_s
         )

@@ -21,6 +21,8 @@ server stops, or by the next one if it was killed (`run_dirs.py`); one given in
 | `toolrelay_upstream_ttfb_seconds` | route: until the upstream's response headers |
 | `toolrelay_turn_duration_seconds` | route |
 | `toolrelay_tokens_total` | route, direction (in, out) |
+| `toolrelay_cost_total` | route: spend (the route's `prices`, else the provider's `cost`) |
+| `toolrelay_budget_refusals_total` | scope (user, key): requests refused, a daily budget spent |
 | `toolrelay_active_turns` | |
 | `toolrelay_sse_subscribers` | chat event streams open now |
 | `toolrelay_event_bus_lag_seconds` | publish → an SSE reader got it |
@@ -148,6 +150,14 @@ class Metrics:
             "toolrelay_tokens", "Tokens by route, in (prompt) and out (completion).",
             ["route", "direction"], registry=r,
         )  # fmt: skip
+        self.cost = Counter(
+            "toolrelay_cost", "Spend by route: the routes' prices, else the providers' cost.",
+            ["route"], registry=r,
+        )  # fmt: skip
+        self.budget_refusals = Counter(
+            "toolrelay_budget_refusals", "Requests refused: a daily budget was spent.",
+            ["scope"], registry=r,
+        )  # fmt: skip
         # with several workers: the sum over the live ones (module doc)
         self.active_turns = Gauge(
             "toolrelay_active_turns", "Turns running now.", registry=r, multiprocess_mode="livesum"
@@ -267,3 +277,6 @@ class _TurnMetrics:
             m.child(m.tokens, route, "in").inc(tokens_in)
         if isinstance(tokens_out, int) and tokens_out > 0:
             m.child(m.tokens, route, "out").inc(tokens_out)
+        cost = usage.get("cost")
+        if isinstance(cost, int | float) and cost > 0:
+            m.child(m.cost, route).inc(cost)

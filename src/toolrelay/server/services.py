@@ -19,6 +19,7 @@ from toolrelay.engine.finish import RunResult
 from toolrelay.engine.interfaces import EventSink, Message
 from toolrelay.server.api_log import ApiTurnLog, cut_result
 from toolrelay.server.auth import KeyCache
+from toolrelay.server.budgets import Budgets
 from toolrelay.server.errors import APIError
 from toolrelay.server.logs import RequestIdInErrors
 from toolrelay.server.request_info import ADMITTED, RequestInfo, model_info
@@ -40,6 +41,8 @@ class Services:
     """Signs the web page's session cookies (`server.session`)."""
     api_log: ApiTurnLog | None = None
     """The request log of `/v1` turns (`log_api_turns`)."""
+    budgets: Budgets | None = None
+    """Daily budgets (`server.budgets`); the app sets it."""
     files: LocalFiles = field(default_factory=lambda: LocalFiles(Path("files")))
     """Uploaded files (`adapters.files`); the app sets it under `data_dir`."""
     failures: FailureLimiter | None = None
@@ -60,6 +63,7 @@ class Services:
         `coalesce_ms` is the request's delta window (`stream_options`), None: the route's."""
         relay = self.turns.relay_for(route, coalesce_ms=coalesce_ms)
         log = self.api_log if self.settings.log_api_turns else None
+        spent = self.budgets.recorder(user_id, ADMITTED.get()) if self.budgets else None
 
         async def run(sink: EventSink | None = None) -> RunResult:
             request_id = run_args.get("message_id")
@@ -75,6 +79,8 @@ class Services:
                 raise
             if log is not None:
                 log.record(user_id, route, messages, str(request_id), result)
+            if spent is not None:
+                await spent(result)
             return result
 
         return run

@@ -146,6 +146,7 @@ class TurnManager:
             text_tool_calls=reg.routes[route].text_tool_calls,
             observer=self.observer,
             tags=reg.routes[route].tag_config(),
+            prices=reg.routes[route].prices,
         )
 
     async def running(self, chat_id: str) -> bool:
@@ -378,7 +379,10 @@ class TurnManager:
         *,
         resume: TurnState | None = None,
     ) -> None:
-        """`context`: more `Relay.run` arguments (`__model__`, `__request__`, metadata …)."""
+        """`context`: more `Relay.run` arguments (`__model__`, `__request__`, metadata …),
+        and `on_done`, called with the ended turn's result (its spend, `server.budgets`)."""
+        context = dict(context or {})
+        on_done = context.pop("on_done", None)
         recorder = TurnRecorder()
         keeper = asyncio.get_running_loop().create_task(
             keep_alive(self.bus, self.store, self.durability, chat_id, message_id, recorder)
@@ -389,7 +393,7 @@ class TurnManager:
                 route = str(relay.name)  # relay_for names it after its route
                 request = run_request(route, user, history, client_tools, features)
                 await self.store.start_run(chat_id, message_id, owner=self.node, request=request)
-            await relay.run(
+            result = await relay.run(
                 history,
                 sink=BusSink(self.bus, chat_id, recorder),
                 chat_id=chat_id,
@@ -399,8 +403,10 @@ class TurnManager:
                 features=features,
                 checkpoints=StoreCheckpoints(self.store, message_id),
                 resume=resume,
-                **dict(context or {}),
+                **context,
             )
+            if on_done is not None:
+                await on_done(result)
         except asyncio.CancelledError:
             pass  # the partial turn was saved by the engine
         except Exception as exc:  # never lose a turn silently

@@ -41,13 +41,14 @@ TABLES = {
     "messages",
     "revoked_sessions",
     "search_docs",
+    "spend",
     "tool_outputs",
     "turn_runs",
     "users",
 }
 
 
-HEAD = "0006_turn_runs"
+HEAD = "0007_spend"
 WHEN = datetime(2026, 1, 1, tzinfo=UTC)
 
 

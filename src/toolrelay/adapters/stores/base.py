@@ -20,12 +20,27 @@ __all__ = [
     "Chat",
     "NewChat",
     "NotFoundError",
+    "Spend",
     "Store",
     "StoredMessage",
     "TurnFields",
     "TurnRun",
     "User",
 ]
+
+
+@dataclass(frozen=True, slots=True)
+class Spend:
+    """Tokens and cost of some turns (a user's or a key's, on one UTC day)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: float = 0.0
+    turns: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
 
 
 class NotFoundError(ToolrelayError, LookupError):
@@ -240,6 +255,15 @@ class Store(ChatStore, Protocol):
     async def update_chat(
         self, chat_id: str, *, title: str | None = None, tags: list[str] | None = None
     ) -> None: ...
+
+    async def add_spend(self, subjects: list[tuple[str, str]], day: str, spend: Spend) -> None:
+        """Add one turn's spend to each `(scope, subject)` (`user`/user id, `key`/key
+        hash) for the UTC `day` (`YYYY-MM-DD`)."""
+        ...
+
+    async def spend_of(self, scope: str, subject: str, day: str) -> Spend:
+        """What `(scope, subject)` spent on `day` (zeros when nothing)."""
+        ...
 
     async def title_if_untitled(self, chat_id: str, title: str) -> bool:
         """Set a made title (`engine.tasks`) only while the chat has none: a user's title,

@@ -19,6 +19,7 @@ from toolrelay.adapters.stores import (
     Clock,
     NewChat,
     NotFoundError,
+    Spend,
     StoredMessage,
     TurnRun,
     User,
@@ -53,6 +54,7 @@ class MemoryStore:
         self._messages: dict[str, StoredMessage] = {}
         self._outputs: dict[str, tuple[str, str]] = {}  # item id -> (chat id, whole text)
         self._runs: dict[str, TurnRun] = {}  # message id -> the run of a turn not ended
+        self._spend: dict[tuple[str, str, str], Spend] = {}  # (scope, subject, day)
 
     @classmethod
     async def open(
@@ -255,6 +257,19 @@ class MemoryStore:
             tags=list(chat.tags) if tags is None else [str(t) for t in tags],
             updated_at=self._now(),
         )
+
+    async def add_spend(self, subjects: list[tuple[str, str]], day: str, spend: Spend) -> None:
+        for scope, subject in subjects:
+            old = self._spend.get((scope, subject, day), Spend())
+            self._spend[(scope, subject, day)] = Spend(
+                old.input_tokens + spend.input_tokens,
+                old.output_tokens + spend.output_tokens,
+                old.cost + spend.cost,
+                old.turns + spend.turns,
+            )
+
+    async def spend_of(self, scope: str, subject: str, day: str) -> Spend:
+        return self._spend.get((scope, subject, day), Spend())
 
     async def title_if_untitled(self, chat_id: str, title: str) -> bool:
         chat = self._chats.get(chat_id)

@@ -12,9 +12,11 @@ from typing import Any, Final
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     Boolean,
     DateTime,
     Dialect,
+    Float,
     ForeignKey,
     Index,
     Integer,
@@ -182,6 +184,21 @@ class ToolOutputRow(Base):
     message_id: Mapped[str] = mapped_column(String(64))
     body: Mapped[str] = mapped_column(NulSafeText)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class SpendRow(Base):
+    """Tokens and cost of one user's (`scope` user) or one API key's (`scope` key: the
+    key's hash) turns on one UTC day (`YYYY-MM-DD`): the daily budgets read it."""
+
+    __tablename__ = "spend"
+
+    scope: Mapped[str] = mapped_column(String(8), primary_key=True)
+    subject: Mapped[str] = mapped_column(String(64), primary_key=True)
+    day: Mapped[str] = mapped_column(String(10), primary_key=True)
+    input_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    output_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    cost: Mapped[float] = mapped_column(Float, default=0.0)
+    turns: Mapped[int] = mapped_column(Integer, default=0)
 
 
 SEARCH_SCHEMA: Final = frozenset(

@@ -90,6 +90,7 @@ from toolrelay.adapters.stores.sql_index import (
     keep_outputs,
 )
 from toolrelay.adapters.stores.sql_runs import RunRows
+from toolrelay.adapters.stores.sql_spend import SpendRows
 from toolrelay.adapters.stores.whole import uninterruptible
 from toolrelay.core.ids import new_id
 from toolrelay.engine.interfaces import Message
@@ -287,7 +288,7 @@ async def _require_user(session: AsyncSession, user_id: str) -> None:
 
 
 @uninterruptible
-class SQLStore(RunRows):
+class SQLStore(RunRows, SpendRows):
     """One async engine, a session per call; records out, rows never leave this module.
     A call runs to its end even when its caller is cancelled (`whole`)."""
 

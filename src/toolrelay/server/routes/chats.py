@@ -205,6 +205,10 @@ async def post_message(
     chat = await _owned(svc, chat_id, user.id)
     route = svc.route(body.model or chat.model or _default_route(svc))
     turn_user = svc.turn_user(user)
+    spent = None
+    if svc.budgets is not None:
+        await svc.budgets.check(user.id, request)
+        spent = svc.budgets.recorder(user.id, request)
     message, attached = await attach(
         svc.files,
         user.id,
@@ -223,7 +227,11 @@ async def post_message(
             user=turn_user,
             client_tools=client_tools(body.tools),
             features=body.features,
-            context={**svc.turn_context(route, request, turn_user, "chat"), **attached},
+            context={
+                **svc.turn_context(route, request, turn_user, "chat"),
+                **attached,
+                **({"on_done": spent} if spent is not None else {}),
+            },
         )
     except TurnBusy:
         raise APIError(

@@ -24,6 +24,7 @@ from toolrelay.server.guard import GuardedRoute, UserDep
 from toolrelay.server.logs import REQUEST_ID
 from toolrelay.server.openapi import ModelList, OpenAIObject, doc
 from toolrelay.server.params import client_params
+from toolrelay.server.request_info import ADMITTED
 from toolrelay.server.schemas import ChatCompletionRequest
 from toolrelay.server.services import ServicesDep
 from toolrelay.server.streams import TurnStream
@@ -51,6 +52,8 @@ async def chat_completions(
     run_args["features"] = body.features
     run_args["message_id"] = REQUEST_ID.get()  # the turn's id is the request's (X-Request-ID)
     run_args.update(svc.turn_context(route, None, run_args["user"], "v1"))
+    if svc.budgets is not None:
+        await svc.budgets.check(user.id, ADMITTED.get())
     if body.files or body.sources:
         messages, attached = await attach_last(svc, user.id, route, messages, body)
         run_args.update(attached)
