@@ -121,6 +121,9 @@ class ModelRoute(BaseModel):
     way), off for every other route."""
     prices: dict[str, float] | None = None
     """`{input = …, output = …}` per million tokens: each turn's `cost` (budgets, /metrics)."""
+    events: Literal["toolrelay", "openwebui"] = "toolrelay"
+    """The chat API's event stream for chats on this route: `openwebui` speaks Open WebUI's
+    names and payloads (`core.owui_events`); a request's `format` wins."""
     vision: bool = True
     """The model reads images: an image attached to a message goes to it as an image part;
     false: only its name is said."""

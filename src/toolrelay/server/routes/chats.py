@@ -25,6 +25,7 @@ from toolrelay.adapters.stores import Chat, StoredMessage
 from toolrelay.adapters.stores.listing import ChatCursor
 from toolrelay.core.citations import saved_sources
 from toolrelay.core.events import Event
+from toolrelay.core.owui_events import OpenWebUIEvents
 from toolrelay.server.api_log import API_CHAT_PREFIX
 from toolrelay.server.attachments import attach
 from toolrelay.server.client_tools import client_tools
@@ -302,12 +303,19 @@ async def events(
     user: UserDep,
     after: int | None = Query(None, ge=0),
     last_event_id: str | None = Header(None),
+    format: Literal["toolrelay", "openwebui"] | None = Query(None),
 ) -> StreamingResponse:
-    await _owned(svc, chat_id, user.id)
+    """`format=openwebui`: Open WebUI's event names and payloads, each frame's data its
+    Socket.IO envelope `{chat_id, message_id, data: {type, data}}` (`core.owui_events`);
+    unset: the chat's route's `events`."""
+    chat = await _owned(svc, chat_id, user.id)
     resume = None if after is None else min(after, MAX_INT64)
     if resume is None and last_event_id is not None:
         resume = _event_number(last_event_id)
-    stream = _sse(svc, chat_id, resume, request)
+    route = svc.registry.routes.get(chat.model or "")
+    mode = format or (route.events if route is not None else "toolrelay")
+    owui = OpenWebUIEvents(title=chat.title) if mode == "openwebui" else None
+    stream = _sse(svc, chat_id, resume, request, owui)
     return StreamingResponse(stream, media_type="text/event-stream", headers=SSE_HEADERS)
 
 
@@ -338,8 +346,26 @@ def _frame(seq: int, event: Event) -> bytes:
     )
 
 
+async def _owui_frames(
+    svc: Services, chat_id: str, owui: OpenWebUIEvents, seq: int, event: Event
+) -> bytes:
+    """One event in Open WebUI's form (none, one or several frames, all with its `seq`)."""
+    if owui.starting:  # a turn's first event: its message is the chat's last
+        last, _ = await message_page(svc, chat_id, before=None, limit=1)
+        owui.message_id = last[-1].id if last else None
+    frames = b""
+    for found in owui.feed(event):
+        data = orjson.dumps(owui.envelope(chat_id, found))
+        frames += b"id: %d\nevent: %s\ndata: %s\n\n" % (seq, found.type.encode(), data)
+    return frames
+
+
 async def _sse(
-    svc: Services, chat_id: str, resume: int | None, request: Request
+    svc: Services,
+    chat_id: str,
+    resume: int | None,
+    request: Request,
+    owui: OpenWebUIEvents | None = None,
 ) -> AsyncIterator[bytes]:
     name = channel(chat_id)
     if not await svc.turns.running(chat_id):
@@ -375,7 +401,10 @@ async def _sse(
             if envelope is not _STOP:
                 if metrics is not None:
                     metrics.delivered(envelope.published_at, since)
-                yield _frame(envelope.seq, envelope.event)
+                if owui is None:
+                    yield _frame(envelope.seq, envelope.event)
+                else:
+                    yield await _owui_frames(svc, chat_id, owui, envelope.seq, envelope.event)
         yield SHUTDOWN_FRAME  # the server is stopping: the client resumes elsewhere or later
     finally:
         unwatch()

@@ -1,0 +1,103 @@
+"""Issue 29 item 6: the Open WebUI event mode (`GET /api/chats/{id}/events?format=openwebui`)
+over a real server, and the translation of each event that differs (`core.owui_events`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import orjson
+
+from tests.server.conftest import Running, ServerThread, make_settings
+from tests.server.test_chats_api import new_chat, read_events, wait_saved
+from toolrelay.config.settings import ModelRoute
+from toolrelay.core import events as ev
+from toolrelay.core.events import Event
+from toolrelay.core.framing import SSEDecoder
+from toolrelay.core.owui_events import OpenWebUIEvents
+from toolrelay.testing.fake_server import FakeModelServer, SSEReply
+from toolrelay.testing.wire import ToolCallSpec, chat_chunks
+
+CHAT = "/v1/chat/completions"
+
+
+def _owui_events(client: httpx2.Client, chat_id: str) -> list[dict[str, Any]]:
+    out = []
+    decoder = SSEDecoder()
+    url = f"/api/chats/{chat_id}/events?format=openwebui"
+    with client.stream("GET", url, headers={"Last-Event-ID": "0"}) as response:
+        assert response.status_code == 200
+        for chunk in response.iter_bytes():
+            out += [orjson.loads(frame.data) for frame in decoder.feed(chunk)]
+    return out
+
+
+def test_a_turn_in_open_webui_form(running: Running) -> None:
+    running.upstream.route(
+        CHAT,
+        SSEReply(chat_chunks(tool_calls=[ToolCallSpec("add", {"a": 1, "b": 2})])),
+        SSEReply(chat_chunks(text=["Three", "."])),
+    )
+    with running.client() as client:
+        chat_id = new_chat(client, model="fake")
+        posted = client.post(f"/api/chats/{chat_id}/messages", json={"content": "1+2?"})
+        assert posted.status_code == 202
+        saved = wait_saved(client, chat_id)
+        frames = _owui_events(client, chat_id)
+    turn = [f for f in frames if f.get("data", {}).get("type") != "chat:snapshot"]
+    assert all(set(f) == {"chat_id", "message_id", "data"} for f in turn)
+    assert {f["chat_id"] for f in turn} == {chat_id}
+    assert {f["message_id"] for f in turn} == {saved["id"]}
+    kinds = [f["data"]["type"] for f in turn]
+    assert kinds[0] == "chat:active" and turn[0]["data"]["data"] == {"active": True}
+    done = kinds.index("chat:completion", kinds.index("response:completion"))
+    while not turn[done]["data"]["data"].get("done"):
+        done = kinds.index("chat:completion", done + 1)
+    assert kinds[done + 1] == "chat:active" and turn[done + 1]["data"]["data"] == {"active": False}
+    final = turn[done]["data"]["data"]
+    assert "title" in final and final["content"] == "Three."
+    deltas = [
+        f["data"]["data"]
+        for f in turn
+        if f["data"]["type"] == "response:completion"
+        and f["data"]["data"]["type"] == "response.output_text.delta"
+    ]
+    assert "".join(d["delta"] for d in deltas) == "Three."
+    assert not [k for k in kinds if k.startswith("response.")]  # all inside response:completion
+    titles = [f["data"]["data"] for f in turn if f["data"]["type"] == "chat:title"]
+    assert titles == ["1+2?"]  # a string, as Open WebUI sends it
+
+
+def test_each_differing_event_is_translated() -> None:
+    owui = OpenWebUIEvents(title="Old")
+    owui.message_id = "msg_1"
+    out = owui.feed(Event(ev.OUTPUT_TEXT_DELTA, {"item_id": "m", "delta": "x"}))
+    assert [e.type for e in out] == ["chat:active", "response:completion"]
+    assert out[1].data == {"type": ev.OUTPUT_TEXT_DELTA, "item_id": "m", "delta": "x"}
+    assert owui.feed(Event(ev.CHAT_OUTLET, {"content": "Hi", "output": []}))[0].data == {
+        "messages": [{"id": "msg_1", "role": "assistant", "content": "Hi", "output": []}]
+    }
+    assert owui.feed(Event(ev.CHAT_TASKS_CANCEL, {})) == []  # held for the output
+    out = owui.feed(Event(ev.CHAT_COMPLETION, {"done": True, "output": [{"id": "m"}]}))
+    assert [e.type for e in out] == ["chat:tasks:cancel", "chat:completion", "chat:active"]
+    assert out[0].data == {"output": [{"id": "m"}]} and out[1].data["title"] == "Old"
+    title = owui.feed(Event(ev.CHAT_TITLE, {"title": "New"}))
+    found: list[tuple[str, Any]] = [(e.type, e.data) for e in title]
+    assert found == [("chat:title", "New")]  # a string; no new turn
+    tags: Any = owui.feed(Event(ev.CHAT_TAGS, {"tags": ["a"]}))[0].data
+    assert tags == ["a"]
+    assert owui.title == "New" and not owui.active
+
+
+def test_a_route_can_make_open_webui_the_default(tmp_path: Path, upstream: FakeModelServer) -> None:
+    routes = [ModelRoute(name="owui", base_url=upstream.base_url, model="m", events="openwebui")]
+    upstream.set_default(SSEReply(chat_chunks(text="Hi.")))
+    settings = make_settings(tmp_path, upstream, models=routes)
+    with ServerThread(settings) as base_url, Running(base_url, upstream, settings).client() as c:
+        chat_id = new_chat(c, model="owui")
+        assert c.post(f"/api/chats/{chat_id}/messages", json={"content": "hi"}).status_code == 202
+        wait_saved(c, chat_id)
+        plain = read_events(c, chat_id, last=0)
+    kinds = [e["data"]["type"] for _, e in plain if "chat_id" in e]  # enveloped, unasked
+    assert kinds[0] == "chat:active" and "response:completion" in kinds
