@@ -1,6 +1,7 @@
 """Server-side tools the web page tests configure (loaded by `toolrelay serve` by path)."""
 
 import json
+from typing import Any
 
 from toolrelay import tool
 
@@ -57,3 +58,23 @@ def hostile_text() -> str:
 def long_report() -> str:
     """Write a long report (longer than the model may read of one result)."""
     return "".join(f"line {i:06d} of the report\n" for i in range(6000))
+
+
+@tool
+async def inspect_argon(__event_emitter__: Any = None) -> str:
+    """Look argon up, telling the chat what happens (issue 29 item 2)."""
+    await __event_emitter__({"type": "status", "data": {"description": "Reading the handbook"}})
+    await __event_emitter__(
+        {
+            "type": "citation",
+            "data": {
+                "document": ["Argon is a noble gas."],
+                "metadata": [{"source": "https://example.org/argon"}],
+                "source": {"name": "Argon handbook", "url": "https://example.org/argon"},
+            },
+        }
+    )
+    await __event_emitter__({"type": "message", "data": {"content": "draft"}})
+    await __event_emitter__({"type": "replace", "data": {"content": "Argon: found."}})
+    await __event_emitter__({"type": "status", "data": {"description": "Checked 1 source"}})
+    return "argon: noble gas"
