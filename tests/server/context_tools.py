@@ -15,6 +15,7 @@ class Tools:
         __request__: Any = None,
         __tools__: Any = None,
         __user__: Any = None,
+        __files__: Any = None,
     ) -> str:
         """Report the reserved parameters."""
         meta = __metadata__ or {}
@@ -33,6 +34,8 @@ class Tools:
                 "path": __request__.path if __request__ is not None else None,
                 "tools": sorted(__tools__ or {}),
                 "user": (__user__ or {}).get("id"),
+                "files": [f.get("name") for f in __files__ or []],
+                "meta_files": [f.get("name") for f in meta.get("files") or []],
             }
         )
 

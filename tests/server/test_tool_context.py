@@ -93,3 +93,22 @@ def test_the_openai_api_passes_the_same_context(probing: Running) -> None:
     assert seen["message_id"] == answer.headers["x-request-id"] and seen["chat_id"] is None
     assert seen["path"] == "/v1/chat/completions"
     assert "authorization" not in {k.lower() for k in seen["headers"]}
+
+
+def test_tools_get_the_files_sent_with_the_message(probing: Running) -> None:
+    probing.upstream.set_default(_probe_then_answer)
+    with probing.client() as client:
+        uploaded = client.post(
+            "/api/files",
+            params={"name": "a.txt"},
+            content=b"A",
+            headers={"Content-Type": "text/plain"},
+        ).json()
+        chat_id = new_chat(client, model="fake")
+        posted = client.post(
+            f"/api/chats/{chat_id}/messages", json={"content": "read", "files": [uploaded["id"]]}
+        )
+        assert posted.status_code == 202, posted.text
+        saved = wait_saved(client, chat_id)
+    seen = _probe_result(saved["output"])
+    assert seen["files"] == seen["meta_files"] == ["a.txt"]
