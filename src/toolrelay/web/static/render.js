@@ -552,6 +552,7 @@ function errorHint(text) {
   if (/connect|unreachable|refused|timed out|timeout|502|503|upstream/.test(t)) {
     return "The model server did not answer: check that it runs (and the route's base_url), then send again.";
   }
+  if (/budget/.test(t)) return "The turn reached its token or cost budget: ask for less, or raise the limits' max_*_tokens / max_cost.";
   if (/iteration|cap|limit/.test(t)) {
     return "The turn reached the tool-call limit: ask for a smaller step, or raise limits.max_iterations.";
   }
