@@ -110,3 +110,17 @@ def test_a_users_daily_budget_is_a_429_once_spent(daily: Running) -> None:
         key = client.post("/api/admin/keys", json={"name": "bob", "user": "bob"}).json()["key"]
     with daily.client(key) as bob:  # another user: a budget of their own
         assert bob.post("/v1/chat/completions", json=body).status_code == 200
+
+
+def test_a_keys_daily_budget_is_its_own(tmp_path: Path, upstream: FakeModelServer) -> None:
+    upstream.set_default(SSEReply(chat_chunks(text="ok", usage=USAGE)))
+    body = {"model": "fake", "messages": [{"role": "user", "content": "hi"}]}
+    for running in _serve(tmp_path, upstream, budgets=BudgetsConfig(key_daily_tokens=10)):
+        with running.client() as client:
+            assert client.post("/v1/chat/completions", json=body).status_code == 200  # 13 used
+            refused = client.post("/v1/chat/completions", json=body)
+            assert refused.status_code == 429 and refused.json()["error"]["param"] == "key"
+            assert "this API key's" in refused.json()["error"]["message"]
+            other = client.post("/api/admin/keys", json={"name": "second"}).json()["key"]
+        with running.client(other) as second:  # the same user, another key: its own budget
+            assert second.post("/v1/chat/completions", json=body).status_code == 200
