@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
@@ -87,10 +88,12 @@ def test_turn_runs_in_background_and_is_saved(running: Running) -> None:
         posted = client.post(f"/api/chats/{chat_id}/messages", json={"content": "1+2?"})
         assert posted.status_code == 202
         ids = posted.json()
-        events = read_events(client, chat_id, last=0)  # from the start, however soon it ended
-        assert events[-1][1]["type"] == "chat:completion" and events[-1][1]["data"]["done"] is True
+        events = read_events(client, chat_id)  # a snapshot, then the turn if it still runs
+        if len(events) > 1:
+            assert events[-1][1]["type"] == "chat:completion"
+            assert events[-1][1]["data"]["done"] is True
         seqs = [s for s, _ in events]
-        assert seqs == list(range(seqs[0], seqs[0] + len(seqs)))  # no gap, no repeat
+        assert seqs[1:] == list(range(seqs[0] + 1, seqs[0] + len(seqs)))  # no gap, no repeat
         saved = wait_saved(client, chat_id)
         assert saved["id"] == ids["message_id"]
         # a subscriber without Last-Event-ID after the turn gets a snapshot of the saved chat
@@ -112,24 +115,62 @@ def test_turn_runs_in_background_and_is_saved(running: Running) -> None:
         assert [m["role"] for m in sent] == ["user", "assistant", "tool", "assistant", "user"]
 
 
+def read_until_text(
+    client: httpx2.Client, chat_id: str, last: int | None, text: str
+) -> list[tuple[int, dict[str, Any]]]:
+    """Events after `last` until the deltas read add up to `text`, then disconnect."""
+    headers = {"Last-Event-ID": str(last)} if last is not None else {}
+    out: list[tuple[int, dict[str, Any]]] = []
+    decoder = SSEDecoder()
+    with client.stream("GET", f"/api/chats/{chat_id}/events", headers=headers) as response:
+        for chunk in response.iter_bytes():
+            for frame in decoder.feed(chunk):
+                out.append((int(frame.id or 0), orjson.loads(frame.data)))
+                if _deltas(out) == text:
+                    return out
+    raise AssertionError(f"the stream ended first: {out}")
+
+
+def _deltas(events: list[tuple[int, dict[str, Any]]]) -> str:
+    kind = "response.output_text.delta"
+    return "".join(e["data"].get("delta", "") for _, e in events if e["type"] == kind)
+
+
 def test_resume_with_last_event_id_has_no_gap_and_no_duplicate(running: Running) -> None:
+    """Inside the running turn a client resumes exactly; once the turn ended, or from
+    before it (`Last-Event-ID: 0`), it gets the saved chat instead of a replay."""
     text = [f"w{i} " for i in range(40)]
-    running.upstream.route(CHAT, SSEReply(chat_chunks(text=text), delay=0.01))
+    # the upstream holds after the role chunk and 10 pieces, and after 20
+    first_half, second_half = threading.Event(), threading.Event()
+    holds = {11: first_half, 21: second_half}
+    running.upstream.route(CHAT, SSEReply(chat_chunks(text=text), holds=holds))
     with running.client() as client:
         chat_id = new_chat(client, model="fake")
         client.post(f"/api/chats/{chat_id}/messages", json={"content": "talk"})
-        first = read_events(client, chat_id, last=0, limit=5)  # disconnect (mid-turn or not)
-        rest = read_events(client, chat_id, last=first[-1][0])
-        full = read_events(client, chat_id, last=0)
-    got = [s for s, _ in first] + [s for s, _ in rest]
-    assert got == [s for s, _ in full]
-    assert got == list(range(got[0], got[0] + len(got)))
-    deltas = "".join(
-        e["data"].get("delta", "")
-        for _, e in first + rest
-        if e["type"] == "response.output_text.delta"
-    )
-    assert deltas == "".join(text)
+        first = read_until_text(client, chat_id, None, "".join(text[:10]))
+        assert first[0][1]["type"] == "chat:snapshot" and first[0][1]["data"]["running"]
+        first_half.set()
+        rest = read_until_text(client, chat_id, first[-1][0], "".join(text[10:20]))
+        got = [s for s, _ in first[1:] + rest]
+        assert got == list(range(got[0], got[0] + len(got)))  # no gap, no repeat
+        assert got[0] == first[0][0] + 1  # from the turn's first event
+        held = second_half
+        zero = read_events(client, chat_id, last=0, limit=1)  # before the turn: a snapshot
+        assert zero[0][1]["type"] == "chat:snapshot" and zero[0][0] == first[0][0]
+        held.set()
+        saved = wait_saved(client, chat_id)
+        assert saved["content"] == "".join(text)
+        # the turn ended: its deltas are not kept, its items (whole) and end are
+        after = read_events(client, chat_id, last=got[3])
+        assert [s for s, _ in after] == sorted({s for s, _ in after}) and after[0][0] > got[3]
+        assert not _deltas(after) and "chat:completion" in [e["type"] for _, e in after]
+        done = [e["data"]["item"] for _, e in after if e["type"] == "response.output_item.done"]
+        assert done[-1]["content"][0]["text"] == "".join(text)
+        # from before the turn (`Last-Event-ID: 0`): the saved chat, then that turn's kept events
+        zero = read_events(client, chat_id, last=0)
+        assert zero[0][1]["type"] == "chat:snapshot" and not zero[0][1]["data"]["running"]
+        assert zero[0][1]["data"]["messages"][-1]["content"] == "".join(text)
+        assert "chat:completion" in [e["type"] for _, e in zero] and not _deltas(zero)
 
 
 def test_cancel_through_the_api_saves_partial(running: Running) -> None:

@@ -131,7 +131,7 @@ def create_app(
             max_overflow=settings.database_max_overflow,
             pool_timeout=settings.database_pool_timeout,
         )
-        bus = make_bus(settings.events_url)
+        bus = make_bus(settings.events_url, max_bytes=int(settings.events_retain_mb * 2**20))
         minted = await ensure_admin_key(store, settings.admin_key)
         if minted:
             sys.stderr.write(f"\ntoolrelay: admin API key (shown once, keep it): {minted}\n\n")

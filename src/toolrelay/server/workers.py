@@ -173,7 +173,9 @@ def shared_bus(settings: Settings) -> Iterator[str | None]:
     if settings.events_url:
         yield None
         return
+    from toolrelay.adapters.events import clock_seq_base
     from toolrelay.adapters.events.ipc import BusHost
+    from toolrelay.adapters.events.memory import MemoryBus
 
     run_dir = run_dirs.make("run")  # a killed parent's is removed by the next (run_dirs.py)
     if len(run_dir) > _SOCKET_PATH_ROOM:  # a long TMPDIR: a Unix socket path has ~100 bytes
@@ -181,7 +183,8 @@ def shared_bus(settings: Settings) -> Iterator[str | None]:
         run_dir = run_dirs.make("run", "/tmp")
     try:
         path = os.path.join(run_dir, "bus.sock")
-        with BusHost(path):
+        retain = int(settings.events_retain_mb * 2**20)
+        with BusHost(path, bus=MemoryBus(seq_base=clock_seq_base, max_bytes=retain)):
             yield f"ipc://{path}"
     finally:
         shutil.rmtree(run_dir, ignore_errors=True)

@@ -13,15 +13,17 @@ from typing import Any
 
 from tests.patience import HANG
 from toolrelay.adapters.events.ipc import BusHost, IpcBus
-from toolrelay.core.events import OUTPUT_TEXT_DELTA
 from toolrelay.core.events import Event as BusEvent
 
 CHAT = "chat_1"
+CHAT_MESSAGE = "chat:message"
 EVENTS = 50
 
 
-def delta(text: str) -> BusEvent:
-    return BusEvent(OUTPUT_TEXT_DELTA, {"item_id": "msg_1", "output_index": 0, "delta": text})
+def note(text: str) -> BusEvent:
+    """An event a log keeps after its turn ends (a finished turn's deltas are dropped:
+    test_retention.py)."""
+    return BusEvent(CHAT_MESSAGE, {"item_id": "msg_1", "output_index": 0, "content": text})
 
 
 def host(path: str, ready: Event, stop: Connection) -> None:
@@ -54,10 +56,10 @@ async def _race(path: str, name: str, start: Barrier, first_seen: Event) -> dict
 
 
 async def _publish_turn(bus: IpcBus, name: str, boundary: int, first_seen: Event) -> dict[str, Any]:
-    seqs = [await bus.publish(CHAT, delta("0"))]
+    seqs = [await bus.publish(CHAT, note("0"))]
     if not await asyncio.to_thread(first_seen.wait, HANG):
         raise TimeoutError("the follower never saw the first event")
-    seqs += [await bus.publish(CHAT, delta(str(i))) for i in range(1, EVENTS)]
+    seqs += [await bus.publish(CHAT, note(str(i))) for i in range(1, EVENTS)]
     assert await bus.renew(CHAT, ttl=60)
     await bus.end(CHAT)
     return {"name": name, "won": True, "boundary": boundary, "seqs": seqs}
@@ -68,6 +70,6 @@ async def _follow_turn(bus: IpcBus, name: str, first_seen: Event) -> dict[str, A
     seen: list[tuple[int, str]] = []
     async with asyncio.timeout(HANG):
         async for envelope in bus.subscribe(CHAT, after=start):
-            seen.append((envelope.seq, envelope.event.data["delta"]))
+            seen.append((envelope.seq, envelope.event.data["content"]))
             first_seen.set()
     return {"name": name, "won": False, "boundary": start, "seen": seen}

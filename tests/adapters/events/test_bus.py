@@ -16,7 +16,7 @@ from toolrelay.adapters.events import Envelope, EventBus, make_bus
 from toolrelay.adapters.events.ipc import IpcBus
 from toolrelay.adapters.events.memory import MemoryBus
 from toolrelay.adapters.events.redis import RedisBus
-from toolrelay.core.events import OUTPUT_TEXT_DELTA, Event
+from toolrelay.core.events import Event
 from toolrelay.errors import ConfigError
 
 from .conftest import BusFactory, connect_redis, delete_keys
@@ -24,10 +24,13 @@ from .conftest import BusFactory, connect_redis, delete_keys
 pytestmark = pytest.mark.anyio
 
 CHAT = "chat_1"
+CHAT_MESSAGE = "chat:message"
 
 
-def delta(text: str) -> Event:
-    return Event(OUTPUT_TEXT_DELTA, {"item_id": "msg_1", "output_index": 0, "delta": text})
+def note(text: str) -> Event:
+    """An event a log keeps after its turn ends (a finished turn's deltas are dropped:
+    test_retention.py)."""
+    return Event(CHAT_MESSAGE, {"item_id": "msg_1", "output_index": 0, "content": text})
 
 
 class Collector:
@@ -71,7 +74,7 @@ async def test_seqs_are_unique_and_ordered_under_concurrent_publishers(bus: Even
     returned: dict[int, list[int]] = {}
 
     async def publisher(worker: int) -> None:
-        returned[worker] = [await bus.publish(CHAT, delta(f"{worker}:{i}")) for i in range(40)]
+        returned[worker] = [await bus.publish(CHAT, note(f"{worker}:{i}")) for i in range(40)]
 
     async with anyio.create_task_group() as tg:
         for worker in range(5):
@@ -86,25 +89,25 @@ async def test_seqs_are_unique_and_ordered_under_concurrent_publishers(bus: Even
     log = await drain(bus)
     assert seqs(log) == list(range(1, 201))
     for worker, worker_seqs in returned.items():
-        texts = [e.event.data["delta"] for e in log if e.seq in set(worker_seqs)]
+        texts = [e.event.data["content"] for e in log if e.seq in set(worker_seqs)]
         assert texts == [f"{worker}:{i}" for i in range(40)]
 
 
 async def test_subscribe_after_replays_the_rest_then_follows_live(bus: EventBus) -> None:
     await bus.begin(CHAT)
     for text in "abcde":
-        await bus.publish(CHAT, delta(text))
+        await bus.publish(CHAT, note(text))
     collector = Collector()
     async with anyio.create_task_group() as tg:
         tg.start_soon(collector.run, bus.subscribe(CHAT, after=3))
         await collector.wait_until(lambda: len(collector.items) == 2)
-        assert await bus.publish(CHAT, delta("f")) == 6
+        assert await bus.publish(CHAT, note("f")) == 6
         await collector.wait_until(lambda: len(collector.items) == 3)
-        assert await bus.publish(CHAT, delta("g")) == 7
+        assert await bus.publish(CHAT, note("g")) == 7
         await bus.end(CHAT)
         await collector.wait_until(lambda: collector.finished)
     assert collector.items == [
-        Envelope(seq, delta(text)) for seq, text in zip(range(4, 8), "defg", strict=True)
+        Envelope(seq, note(text)) for seq, text in zip(range(4, 8), "defg", strict=True)
     ]
 
 
@@ -116,7 +119,7 @@ async def test_resubscribing_with_the_last_seen_seq_has_no_gap_and_no_duplicate(
 
     async def publisher(rng: random.Random) -> None:
         for i in range(150):
-            event = delta(f"t{i}")
+            event = note(f"t{i}")
             published.append(Envelope(await bus.publish(CHAT, event), event))
             await anyio.sleep(rng.random() * 0.002)
         await bus.end(CHAT)
@@ -149,13 +152,13 @@ async def test_resubscribing_with_the_last_seen_seq_has_no_gap_and_no_duplicate(
 async def test_subscribing_after_the_turn_ended_replays_and_finishes(bus: EventBus) -> None:
     await bus.begin(CHAT)
     for text in "abc":
-        await bus.publish(CHAT, delta(text))
+        await bus.publish(CHAT, note(text))
     await bus.end(CHAT)
 
     assert await drain(bus) == [
-        Envelope(1, delta("a")),
-        Envelope(2, delta("b")),
-        Envelope(3, delta("c")),
+        Envelope(1, note("a")),
+        Envelope(2, note("b")),
+        Envelope(3, note("c")),
     ]
     assert seqs(await drain(bus, after=1)) == [2, 3]
     assert await drain(bus, after=3) == []
@@ -170,18 +173,18 @@ async def test_live_subscriber_stops_after_the_last_event_of_the_turn(bus: Event
     collector = Collector()
     async with anyio.create_task_group() as tg:
         tg.start_soon(collector.run, bus.subscribe(CHAT))
-        await bus.publish(CHAT, delta("a"))
+        await bus.publish(CHAT, note("a"))
         await collector.wait_until(lambda: len(collector.items) == 1)
         assert not collector.finished
-        await bus.publish(CHAT, delta("b"))
+        await bus.publish(CHAT, note("b"))
         await bus.end(CHAT)
         await collector.wait_until(lambda: collector.finished)
-    assert collector.items == [Envelope(1, delta("a")), Envelope(2, delta("b"))]
+    assert collector.items == [Envelope(1, note("a")), Envelope(2, note("b"))]
 
 
 async def test_until_end_false_keeps_listening_across_turns(bus: EventBus) -> None:
     await bus.begin(CHAT)
-    await bus.publish(CHAT, delta("turn1"))
+    await bus.publish(CHAT, note("turn1"))
     await bus.end(CHAT)
     collector = Collector()
     async with anyio.create_task_group() as tg:
@@ -189,16 +192,16 @@ async def test_until_end_false_keeps_listening_across_turns(bus: EventBus) -> No
         await collector.wait_until(lambda: len(collector.items) == 1)
         for text in ("turn2", "turn3"):
             await bus.begin(CHAT)
-            await bus.publish(CHAT, delta(text))
+            await bus.publish(CHAT, note(text))
             await bus.end(CHAT)
         await collector.wait_until(lambda: len(collector.items) == 3)
         await anyio.sleep(0.05)
         assert not collector.finished
         tg.cancel_scope.cancel()
     assert collector.items == [
-        Envelope(1, delta("turn1")),
-        Envelope(2, delta("turn2")),
-        Envelope(3, delta("turn3")),
+        Envelope(1, note("turn1")),
+        Envelope(2, note("turn2")),
+        Envelope(3, note("turn3")),
     ]
 
 
@@ -207,17 +210,17 @@ async def test_begin_returns_the_boundary_of_the_current_turn(bus: EventBus) -> 
     assert await bus.last_seq(CHAT) == 0
     assert await bus.begin(CHAT) == 0
     assert await bus.turn_running(CHAT) is True
-    await bus.publish(CHAT, delta("a"))
-    await bus.publish(CHAT, delta("b"))
+    await bus.publish(CHAT, note("a"))
+    await bus.publish(CHAT, note("b"))
     await bus.end(CHAT)
     assert await bus.turn_running(CHAT) is False
 
     boundary = await bus.begin(CHAT)
     assert boundary == 2
     assert await bus.turn_running(CHAT) is True
-    await bus.publish(CHAT, delta("c"))
+    await bus.publish(CHAT, note("c"))
     await bus.end(CHAT)
-    assert await drain(bus, after=boundary) == [Envelope(3, delta("c"))]
+    assert await drain(bus, after=boundary) == [Envelope(3, note("c"))]
     assert await bus.last_seq(CHAT) == 3
     assert await bus.last_seq("other_chat") == 0
 
@@ -226,7 +229,7 @@ async def test_a_subscriber_of_a_new_turn_right_after_the_previous_end_waits_for
     bus: EventBus,
 ) -> None:
     await bus.begin(CHAT)
-    await bus.publish(CHAT, delta("old"))
+    await bus.publish(CHAT, note("old"))
     await bus.end(CHAT)
     boundary = await bus.begin(CHAT)
     collector = Collector()
@@ -234,10 +237,10 @@ async def test_a_subscriber_of_a_new_turn_right_after_the_previous_end_waits_for
         tg.start_soon(collector.run, bus.subscribe(CHAT, after=boundary))
         await anyio.sleep(0.05)
         assert not collector.finished
-        await bus.publish(CHAT, delta("new"))
+        await bus.publish(CHAT, note("new"))
         await bus.end(CHAT)
         await collector.wait_until(lambda: collector.finished)
-    assert collector.items == [Envelope(2, delta("new"))]
+    assert collector.items == [Envelope(2, note("new"))]
 
 
 async def _send_until_listening(bus: EventBus, collector: Collector, channel: str) -> None:
@@ -299,11 +302,11 @@ async def test_retention_cap_drops_the_oldest_events(make_bus: BusFactory) -> No
     bus = await make_bus(max_events=10)
     await bus.begin(CHAT)
     for i in range(300):
-        await bus.publish(CHAT, delta(str(i)))
+        await bus.publish(CHAT, note(str(i)))
     await bus.end(CHAT)
     log = await drain(bus)
     assert seqs(log) == list(range(log[0].seq, 301))
-    assert log[-1] == Envelope(300, delta("299"))
+    assert log[-1] == Envelope(300, note("299"))
     assert log[0].seq > 1
     assert len(log) >= 10
     if isinstance(bus, MemoryBus | IpcBus):
@@ -317,7 +320,7 @@ async def test_channels_are_forgotten_ttl_seconds_after_their_turn_ended(
     # machine between `end` and the next read lets it pass by accident
     bus = await make_bus(ttl=2.0)
     await bus.begin(CHAT)
-    await bus.publish(CHAT, delta("a"))
+    await bus.publish(CHAT, note("a"))
     await anyio.sleep(2.2)
     assert await bus.last_seq(CHAT) == 1  # a running turn never expires
     await bus.end(CHAT)
@@ -326,13 +329,13 @@ async def test_channels_are_forgotten_ttl_seconds_after_their_turn_ended(
     assert await bus.last_seq(CHAT) == 0
     assert await bus.turn_running(CHAT) is False
     assert await bus.begin(CHAT) == 0
-    assert await bus.publish(CHAT, delta("b")) == 1
+    assert await bus.publish(CHAT, note("b")) == 1
 
 
 async def test_aclose_ends_live_readers_and_leaves_no_tasks(bus: EventBus) -> None:
     before = asyncio.all_tasks()
     await bus.begin(CHAT)
-    await bus.publish(CHAT, delta("a"))
+    await bus.publish(CHAT, note("a"))
     subscriber = Collector()
     listener = Collector()
     with anyio.fail_after(HANG):
@@ -356,11 +359,11 @@ async def test_two_redis_workers_see_each_others_events_and_control(redis_prefix
         collector = Collector()
         async with anyio.create_task_group() as tg:
             tg.start_soon(collector.run, second.subscribe(CHAT))
-            await first.publish(CHAT, delta("a"))
-            await second.publish(CHAT, delta("b"))
+            await first.publish(CHAT, note("a"))
+            await second.publish(CHAT, note("b"))
             await first.end(CHAT)
             await collector.wait_until(lambda: collector.finished)
-        assert collector.items == [Envelope(1, delta("a")), Envelope(2, delta("b"))]
+        assert collector.items == [Envelope(1, note("a")), Envelope(2, note("b"))]
         await _control_round_trip(first, second)
         await _control_round_trip(second, first)
     finally:

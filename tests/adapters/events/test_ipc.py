@@ -27,7 +27,7 @@ from toolrelay.adapters.events.ipc.frames import frame
 from toolrelay.core.events import Event
 
 from . import ipc_procs
-from .test_bus import CHAT, Collector, _send_until_listening, delta, drain
+from .test_bus import CHAT, Collector, _send_until_listening, drain, note
 
 pytestmark = pytest.mark.anyio
 
@@ -104,7 +104,7 @@ async def test_a_killed_host_process_ends_live_subscribers_and_pings_with_an_err
     try:
         with HostProcess(path) as host:
             await bus.begin(CHAT)
-            await bus.publish(CHAT, delta("a"))
+            await bus.publish(CHAT, note("a"))
             subscriber = Collector()
             failure: list[BaseException] = []
             failed = anyio.Event()
@@ -128,7 +128,7 @@ async def test_a_killed_host_process_ends_live_subscribers_and_pings_with_an_err
         with pytest.raises(BusUnavailable, match="no bus host"):
             await bus.ping()
         with pytest.raises(BusUnavailable):
-            await bus.publish(CHAT, delta("b"))
+            await bus.publish(CHAT, note("b"))
     finally:
         await bus.aclose()
 
@@ -144,7 +144,7 @@ async def test_a_client_that_dials_before_the_host_is_up_gets_through(socket_dir
         with BusHost(path):
             with anyio.fail_after(HANG):
                 await pinging
-            assert await bus.publish(CHAT, delta("a")) > 0
+            assert await bus.publish(CHAT, note("a")) > 0
     finally:
         await bus.aclose()
 
@@ -174,7 +174,7 @@ async def test_closing_the_host_fails_streams_and_calls_and_a_new_host_is_dialle
             tg.start_soon(run, subscriber, bus.subscribe(CHAT))
             tg.start_soon(run, listener, bus.control(CHAT))
             await _send_until_listening(bus, listener, CHAT)  # both registered with the host
-            await bus.publish(CHAT, delta("a"))
+            await bus.publish(CHAT, note("a"))
             await subscriber.wait_until(lambda: len(subscriber.items) == 1)
             await asyncio.to_thread(host.close)
     assert len(errors) == 2  # neither looks like a finished turn
@@ -197,7 +197,7 @@ async def test_a_call_pending_when_the_host_drops_the_connection_fails(socket_di
     bus = IpcBus(path)
     try:
         with anyio.fail_after(HANG), pytest.raises(BusUnavailable, match="lost the bus host"):
-            await bus.publish(CHAT, delta("a"))
+            await bus.publish(CHAT, note("a"))
     finally:
         await bus.aclose()
         server.close()
@@ -232,14 +232,14 @@ async def test_a_malformed_frame_drops_that_client_only(
             assert await reader.read() == b""  # hung up, with no answer after the bad frame
     finally:
         writer.close()
-    assert await bus.publish(CHAT, delta("still here")) == start + 1
+    assert await bus.publish(CHAT, note("still here")) == start + 1
     await bus.end(CHAT)
-    assert [e.event for e in await drain(bus)] == [delta("still here")]
+    assert [e.event for e in await drain(bus)] == [note("still here")]
 
 
 async def test_events_round_trip_exactly(bus: IpcBus) -> None:
     events = [
-        Event("response.output_text.delta", {"delta": "héllo \u2603 \U0001f600 \x00"}),
+        Event("chat:message", {"content": "héllo \u2603 \U0001f600 \x00"}),
         Event("chat:title", {}),
         Event(
             "x",
@@ -269,13 +269,13 @@ async def test_a_slow_reader_with_a_small_window_gets_every_event_in_order(
         seen: list[Envelope] = []
         async with aclosing(bus.subscribe(CHAT)) as events:
             for i in range(100):
-                await bus.publish(CHAT, delta(str(i)))
+                await bus.publish(CHAT, note(str(i)))
             await bus.end(CHAT)
             with anyio.fail_after(HANG):
                 async for envelope in events:
                     seen.append(envelope)
                     await asyncio.sleep(0)
-        assert [e.event for e in seen] == [delta(str(i)) for i in range(100)]
+        assert [e.event for e in seen] == [note(str(i)) for i in range(100)]
     finally:
         await bus.aclose()
 
@@ -286,7 +286,7 @@ async def test_many_subscribers_and_calls_share_one_connection(host: BusHost, bu
     async with anyio.create_task_group() as tg:
         for collector in collectors:
             tg.start_soon(collector.run, bus.subscribe(CHAT))
-        await asyncio.gather(*(bus.publish(CHAT, delta(str(i))) for i in range(30)))
+        await asyncio.gather(*(bus.publish(CHAT, note(str(i))) for i in range(30)))
         await bus.end(CHAT)
         for collector in collectors:
             await collector.wait_until(lambda c=collector: c.finished)  # type: ignore[misc]

@@ -14,7 +14,7 @@ from toolrelay.adapters.events.memory import MemoryBus
 from toolrelay.adapters.events.redis import RedisBus
 
 from .conftest import REDIS_URL, BusFactory, connect_redis, delete_keys
-from .test_bus import CHAT, Collector, delta, drain
+from .test_bus import CHAT, Collector, drain, note
 
 pytestmark = pytest.mark.anyio
 
@@ -39,7 +39,7 @@ async def test_only_one_of_many_concurrent_acquires_wins(bus: EventBus) -> None:
 
 async def test_acquire_returns_the_turn_boundary(bus: EventBus) -> None:
     assert await bus.acquire(CHAT, ttl=60) == 0
-    await bus.publish(CHAT, delta("a"))
+    await bus.publish(CHAT, note("a"))
     await bus.end(CHAT)
     assert await bus.acquire(CHAT, ttl=60) == 1
     assert await bus.turn_start(CHAT) == 1
@@ -102,7 +102,7 @@ async def test_send_control_says_how_many_listeners_got_it(bus: EventBus) -> Non
 async def test_a_seq_base_keeps_numbering_above_any_earlier_life(make_bus: BusFactory) -> None:
     bus = await make_bus(seq_base=lambda: 5000)
     assert await bus.acquire(CHAT, ttl=60) == 5000
-    assert await bus.publish(CHAT, delta("a")) == 5001
+    assert await bus.publish(CHAT, note("a")) == 5001
     await bus.end(CHAT)
     assert [e.seq for e in await drain(bus, after=4000)] == [5001]
 
@@ -113,10 +113,10 @@ async def test_a_restart_within_the_same_second_numbers_above_the_earlier_life()
     the first life must get both events, not a numbering that starts where it stood."""
     first = MemoryBus(seq_base=lambda: clock_seq_base(lambda: 1_700_000_000.1))
     await first.acquire(CHAT, ttl=60)
-    seen = [await first.publish(CHAT, delta(w)) for w in ("a", "b")]
+    seen = [await first.publish(CHAT, note(w)) for w in ("a", "b")]
     second = MemoryBus(seq_base=lambda: clock_seq_base(lambda: 1_700_000_000.6))
     await second.acquire(CHAT, ttl=60)
-    repaired = [await second.publish(CHAT, delta(w)) for w in ("error", "end")]
+    repaired = [await second.publish(CHAT, note(w)) for w in ("error", "end")]
     await second.end(CHAT)
     assert [e.seq for e in await drain(second, after=seen[-1])] == repaired
 
@@ -142,7 +142,7 @@ async def test_memory_bus_frees_a_channel_nobody_uses() -> None:
 async def test_memory_bus_survives_an_after_beyond_any_index() -> None:
     bus = MemoryBus()
     await bus.begin(CHAT)
-    await bus.publish(CHAT, delta("a"))
+    await bus.publish(CHAT, note("a"))
     await bus.end(CHAT)
     assert await drain(bus, after=2**64) == []
 
@@ -152,7 +152,7 @@ async def test_redis_acquire_seeds_the_counter_from_the_base(redis_prefix: str) 
     bus = await RedisBus.connect(REDIS_URL, prefix=redis_prefix, seq_base=lambda: 7000)
     try:
         assert await bus.acquire(CHAT, ttl=60) == 7000
-        assert await bus.publish(CHAT, delta("a")) == 7001
+        assert await bus.publish(CHAT, note("a")) == 7001
         await bus.end(CHAT)
         assert await bus.acquire(CHAT, ttl=60) == 7001  # an existing counter is kept
     finally:
@@ -166,8 +166,8 @@ async def test_clock_derived_seqs_survive_the_log_and_its_end_marker(
     base = clock_seq_base()
     bus = await make_bus(seq_base=lambda: base)
     assert await bus.acquire(CHAT, ttl=60) == base
-    await bus.publish(CHAT, delta("a"))
-    await bus.publish(CHAT, delta("b"))
+    await bus.publish(CHAT, note("a"))
+    await bus.publish(CHAT, note("b"))
     await bus.end(CHAT)
     assert [e.seq for e in await drain(bus)] == [base + 1, base + 2]
     assert [e.seq for e in await drain(bus, after=base + 1)] == [base + 2]

@@ -130,6 +130,10 @@ class EventBus(Protocol):
         """Whether a turn has begun on the channel and not ended yet."""
         ...
 
+    async def forget(self, channel: str) -> None:
+        """Drop the channel's events, numbering and turn state (its chat was deleted)."""
+        ...
+
     async def send_control(self, channel: str, message: dict[str, Any]) -> int:
         """Deliver a JSON-ready message to every live `control` listener; returns how many."""
         ...
@@ -147,17 +151,23 @@ class EventBus(Protocol):
         ...
 
 
-def make_bus(url: str | None, *, seq_base: SeqBase | None = clock_seq_base) -> EventBus:
+def make_bus(
+    url: str | None,
+    *,
+    seq_base: SeqBase | None = clock_seq_base,
+    max_bytes: int = 64 * 1024 * 1024,
+) -> EventBus:
     """The bus a setting names: None or "memory" for in-process, "ipc:///abs/path.sock" for
     the `BusHost` at that socket, "redis://…" for Redis.
 
     An `IpcBus` numbers channels as its host's `MemoryBus` does (by default from
-    the clock): `seq_base` belongs to the host, not to each worker.
+    the clock): `seq_base` belongs to the host, not to each worker, and so does
+    `max_bytes` (what a memory bus keeps of all channels' events).
     """
     if url is None or url == "memory":
         from toolrelay.adapters.events.memory import MemoryBus
 
-        return MemoryBus(seq_base=seq_base)
+        return MemoryBus(seq_base=seq_base, max_bytes=max_bytes)
     if url.startswith(IPC_SCHEME):
         from toolrelay.adapters.events.ipc import IpcBus
 

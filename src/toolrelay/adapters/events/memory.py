@@ -6,11 +6,23 @@ counter, the turn state and its lease deadline. Ended channels are forgotten
 subscriber as soon as its last subscriber leaves; both are checked lazily
 against an injectable clock, so the bus runs no background tasks. Must not be
 shared across processes; use `RedisBus`.
+
+What it retains is bounded twice. A finished turn's deltas (`DELTA_EVENTS`, most
+of a turn's bytes) are dropped once the turn has ended (after its final save) and
+no subscriber is left reading it: a replay of that turn skips them, its items'
+`output_item.done` events carrying their whole text. And all channels together
+hold at most `max_bytes` (each event counted as its JSON size, each channel as
+`CHANNEL_COST`): past it, ended channels give up their events oldest first (with
+a `seq_base`, the whole channel: a new life numbers above it), then the channel
+being written its oldest. A subscriber whose next events were dropped that way
+ends (`subscribe`), so its client reconnects and is sent the saved chat, never
+a log with a hole in it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import bisect
 import time
 from collections import OrderedDict, deque
 from collections.abc import AsyncGenerator, Callable
@@ -21,11 +33,21 @@ from typing import Any, Literal
 import orjson
 
 from toolrelay.adapters.events import Envelope, SeqBase
-from toolrelay.core.events import Event
+from toolrelay.core.events import DELTA_EVENTS, Event
 
 __all__ = ["MemoryBus"]
 
 TurnState = Literal["idle", "running", "ended"]
+
+
+CHANNEL_COST = 2048
+"""What a channel costs to keep besides its events (its state, deque, wake-up event),
+about: counted in `max_bytes`, so many small channels are bounded too."""
+
+
+def _size(event: Event) -> int:
+    """What an event costs to keep, about: its JSON."""
+    return len(orjson.dumps(event.data)) + len(event.type) + 64
 
 
 @dataclass(slots=True)
@@ -33,6 +55,12 @@ class _Channel:
     """One chat's log; `changed` is replaced after each set so waiters never miss a wakeup."""
 
     events: deque[Envelope]
+    sizes: deque[int] = field(default_factory=deque)
+    """Each retained envelope's `_size`, in step with `events`."""
+    bytes: int = 0
+    dropped: int = 0
+    """The newest seq dropped to make room under `max_bytes`: a reader still before it
+    has lost events."""
     seq: int = 0
     start: int = 0
     """The seq before the current (or last) turn's first event."""
@@ -47,11 +75,28 @@ class _Channel:
         self.changed = asyncio.Event()
 
     def after(self, cursor: int) -> list[Envelope]:
-        """Retained envelopes with seq > cursor; seqs are contiguous so we index directly."""
+        """Retained envelopes with seq > cursor (in seq order, found by bisection: once
+        deltas are dropped the retained seqs have gaps)."""
         if not self.events or cursor >= self.seq:
             return []
-        start = max(0, cursor + 1 - self.events[0].seq)
+        start = bisect.bisect_right(self.events, cursor, key=_seq)
         return list(islice(self.events, start, None))
+
+    def keep(self, wanted: Callable[[Envelope], bool], *, hole: bool = True) -> int:
+        """Drop the envelopes `wanted` refuses; returns the bytes freed. `hole`: readers
+        still before them have lost events (`dropped`); deltas are not a loss: their
+        items' `output_item.done` hold the whole text."""
+        kept = [(e, n) for e, n in zip(self.events, self.sizes, strict=True) if wanted(e)]
+        if len(kept) == len(self.events):
+            return 0
+        if hole:
+            gone = [e.seq for e in self.events if not wanted(e)]
+            self.dropped = max(self.dropped, gone[-1])
+        freed = self.bytes - sum(n for _, n in kept)
+        self.events = deque((e for e, _ in kept), maxlen=self.events.maxlen)
+        self.sizes = deque(n for _, n in kept)
+        self.bytes -= freed
+        return freed
 
     def held(self, now: float) -> bool:
         """A turn runs and its lease has not run out."""
@@ -61,6 +106,18 @@ class _Channel:
 
     def unused(self) -> bool:
         return self.listeners == 0 and self.state == "idle" and not self.events
+
+
+def _seq(envelope: Envelope) -> int:
+    return envelope.seq
+
+
+def _newer_than(seq: int) -> Callable[[Envelope], bool]:
+    return lambda envelope: envelope.seq > seq
+
+
+def _not_delta(envelope: Envelope) -> bool:
+    return envelope.event.type not in DELTA_EVENTS
 
 
 class MemoryBus:
@@ -73,11 +130,15 @@ class MemoryBus:
         ttl: float = 3600,
         clock: Callable[[], float] = time.monotonic,
         seq_base: SeqBase | None = None,
+        max_bytes: int = 64 * 1024 * 1024,
     ) -> None:
-        """`seq_base` sets where new channels start numbering (0 without one)."""
+        """`seq_base` sets where new channels start numbering (0 without one); `max_bytes`
+        bounds the events of all channels together (module doc)."""
         if max_events < 1:
             raise ValueError("max_events must be at least 1")
         self._max_events = max_events
+        self.max_bytes = max_bytes
+        self._bytes = 0
         self._ttl = ttl
         self._clock = clock
         self._seq_base = seq_base
@@ -92,7 +153,18 @@ class MemoryBus:
         """Append; an event after the turn ended (a title, say) restarts the channel's ttl."""
         ch = self._channel(channel)
         ch.seq += 1
+        if len(ch.events) >= self._max_events:  # the oldest goes (a gap at the start only)
+            ch.events.popleft()
+            freed = ch.sizes.popleft()
+            ch.bytes -= freed
+            self._bytes -= freed
+        size = _size(event)
         ch.events.append(Envelope(ch.seq, event, time.time()))
+        ch.sizes.append(size)
+        ch.bytes += size
+        self._bytes += size
+        if self._bytes > self.max_bytes:
+            self._make_room(ch)
         if ch.state == "ended":
             self._schedule_expiry(channel)
         ch.notify()
@@ -128,7 +200,43 @@ class MemoryBus:
         ch.state = "ended"
         ch.lease_until = None
         self._schedule_expiry(channel)
+        if ch.listeners == 0:  # else when its last reader leaves (`subscribe`)
+            self._drop_deltas(ch)
         ch.notify()
+
+    async def forget(self, channel: str) -> None:
+        """Drop the channel's events and state (its chat was deleted); readers end."""
+        ch = self._remove(channel)
+        if ch is None:
+            return
+        ch.state = "ended"
+        ch.notify()
+
+    def retained_bytes(self) -> int:
+        """What all channels' events cost to keep, about (for tests and metrics)."""
+        return self._bytes
+
+    def _drop_deltas(self, ch: _Channel) -> None:
+        """A finished turn's deltas: its items and the saved chat hold their text."""
+        if ch.state == "ended":
+            self._bytes -= ch.keep(_not_delta, hole=False)
+
+    def _make_room(self, writing: _Channel) -> None:
+        """Over `max_bytes`: ended channels' events go, oldest end first, then the writing
+        channel's oldest (its newest event stays)."""
+        for name in list(self._expiry):
+            if self._bytes <= self.max_bytes:
+                return
+            ch = self._channels.get(name)
+            if ch is None or ch is writing:
+                continue
+            if self._seq_base is not None and ch.listeners == 0:
+                self._remove(name)  # a new life of it numbers above this one (seq_base)
+            else:
+                self._bytes -= ch.keep(lambda _: False)
+                ch.notify()
+        while self._bytes > self.max_bytes and len(writing.events) > 1:
+            self._bytes -= writing.keep(_newer_than(writing.events[0].seq))
 
     async def last_seq(self, channel: str) -> int:
         self._purge()
@@ -155,6 +263,8 @@ class MemoryBus:
         try:
             while not self._closed:
                 changed = ch.changed
+                if cursor < ch.dropped:  # events after the cursor were dropped: no hole
+                    return
                 batch = ch.after(cursor)
                 for envelope in batch:
                     yield envelope
@@ -166,8 +276,10 @@ class MemoryBus:
                 await changed.wait()
         finally:
             ch.listeners -= 1
+            if ch.listeners == 0:
+                self._drop_deltas(ch)
             if ch.unused() and self._channels.get(channel) is ch:
-                del self._channels[channel]
+                self._remove(channel)
 
     def channel_count(self) -> int:
         """Channels held in memory (for tests and metrics)."""
@@ -221,8 +333,17 @@ class MemoryBus:
         ch = self._channels.get(channel)
         if ch is None:
             base = self._seq_base() if self._seq_base is not None else 0
-            ch = _Channel(deque(maxlen=self._max_events), seq=base, start=base)
+            ch = _Channel(deque(), seq=base, start=base)
             self._channels[channel] = ch
+            self._bytes += CHANNEL_COST
+        return ch
+
+    def _remove(self, channel: str) -> _Channel | None:
+        """Forget a channel and what it held."""
+        self._expiry.pop(channel, None)
+        ch = self._channels.pop(channel, None)
+        if ch is not None:
+            self._bytes -= ch.bytes + CHANNEL_COST
         return ch
 
     def _schedule_expiry(self, channel: str) -> None:
@@ -242,6 +363,6 @@ class MemoryBus:
             if ch is not None and ch.listeners > 0:
                 watched.append(channel)
             else:
-                self._channels.pop(channel, None)
+                self._remove(channel)
         for channel in watched:
             self._schedule_expiry(channel)

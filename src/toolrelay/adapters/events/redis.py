@@ -3,7 +3,8 @@
 Owns the Redis layout, all under a configurable prefix (default "toolrelay:"):
 
 - `<prefix>log:<channel>` — a Stream; event entries have ids "<seq>-0" and a
-  field `e` holding orjson `{"type", "data"}`; the end-of-turn marker is an
+  field `e` (a delta: `d`) holding orjson `{"type", "data"}`; `end` deletes
+  the finished turn's `d` entries (its `output_item.done` events hold the text); the end-of-turn marker is an
   entry "<seq>-<n>" (n ≥ 1, after the turn's last event) with a field `end`.
   `MAXLEN ~ max_events` caps it.
 - `<prefix>seq:<channel>` — the INCR counter the seqs come from.
@@ -36,17 +37,19 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 from toolrelay.adapters.events import Envelope, SeqBase
 from toolrelay.adapters.events.codec import body_envelope, event_body
-from toolrelay.core.events import Event
+from toolrelay.core.events import DELTA_EVENTS, Event
 
 __all__ = ["RedisBus"]
 
 _EVENT_FIELD: Final = b"e"
+_DELTA_FIELD: Final = b"d"
+"""A delta's field: `end` deletes the finished turn's deltas (its items hold the text)."""
 _IDLE_KEPT: Final = 4
 """Idle connections kept open when the last reader leaves."""
 
 _PUBLISH: Final = """
 local seq = redis.call('INCR', KEYS[1])
-redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[2], string.format('%d-0', seq), 'e', ARGV[1])
+redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[2], string.format('%d-0', seq), ARGV[4], ARGV[1])
 if redis.call('GET', KEYS[3]) == 'ended' then
   for i = 1, 3 do redis.call('PEXPIRE', KEYS[i], ARGV[3]) end
 end
@@ -83,6 +86,10 @@ if #last > 0 then
   if tonumber(ms) == seq then n = tonumber(sub) + 1 end
 end
 redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[1], string.format('%d-%d', seq, n), 'end', '1')
+local from = tonumber(redis.call('GET', KEYS[4]) or '0')
+for _, entry in ipairs(redis.call('XRANGE', KEYS[2], string.format('%d-0', from + 1), '+')) do
+  if entry[2][1] == 'd' then redis.call('XDEL', KEYS[2], entry[1]) end
+end
 redis.call('SET', KEYS[3], 'ended')
 for i = 1, 3 do redis.call('PEXPIRE', KEYS[i], ARGV[2]) end
 return seq
@@ -174,8 +181,9 @@ class RedisBus:
 
     async def publish(self, channel: str, event: Event) -> int:
         payload = orjson.dumps(event_body(event, time.time()))
+        field = _DELTA_FIELD if event.type in DELTA_EVENTS else _EVENT_FIELD
         seq = await self._publish(
-            keys=self._keys(channel), args=[payload, self._max_events, self._ttl_ms]
+            keys=self._keys(channel), args=[payload, self._max_events, self._ttl_ms, field]
         )
         return int(seq)
 
@@ -207,7 +215,11 @@ class RedisBus:
         return f"{self._prefix}start:{channel}"
 
     async def end(self, channel: str) -> None:
-        await self._end(keys=self._keys(channel), args=[self._max_events, self._ttl_ms])
+        keys = [*self._keys(channel), self._start_key(channel)]
+        await self._end(keys=keys, args=[self._max_events, self._ttl_ms])
+
+    async def forget(self, channel: str) -> None:
+        await self._client.delete(*self._keys(channel), self._start_key(channel))
 
     async def last_seq(self, channel: str) -> int:
         value = await self._client.get(self._keys(channel)[0])
@@ -348,7 +360,7 @@ class RedisBus:
 
 def _decode(entry_id: bytes, fields: dict[bytes, bytes]) -> Envelope | None:
     """An event entry as an Envelope; markers (no `e` field) give None."""
-    payload = fields.get(_EVENT_FIELD)
+    payload = fields.get(_EVENT_FIELD) or fields.get(_DELTA_FIELD)
     if payload is None:
         return None
     return body_envelope(int(entry_id.split(b"-", 1)[0]), orjson.loads(payload))

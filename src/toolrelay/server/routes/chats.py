@@ -3,10 +3,13 @@
 `POST …/messages` saves the user message, starts the turn in the background
 and returns its ids at once; `GET …/events` streams the chat's events as SSE
 with `id:` sequence numbers. `Last-Event-ID` (or `?after=`) resumes exactly
-after the last event seen, also after the turn ended; a subscriber without
-one, or with one past the chat's last event (from before a restart, say),
-first gets a `chat:snapshot` (the saved messages), then the current turn's
-events from its start.
+after the last event seen within the last (or running) turn, also after it
+ended (a finished turn's deltas are no longer kept: its `output_item.done`
+events hold the text). A subscriber without one, or with one past the chat's
+last event (from before a restart, say), first gets a `chat:snapshot` (the
+saved messages), then the running turn's events from its start; one from
+before the last turn (`Last-Event-ID: 0`) gets the snapshot, then that turn's
+kept events, never every past turn's.
 """
 
 from __future__ import annotations
@@ -193,6 +196,7 @@ async def delete_chat(chat_id: str, svc: ServicesDep, user: UserDep) -> None:
     if not await svc.store.delete_chat(chat_id, user_id=user.id):
         raise APIError(404, f"No chat '{chat_id}'.", code="chat_not_found")
     await svc.files.delete_chat(user.id, chat_id)  # the files sent in it go with it
+    await svc.bus.forget(channel(chat_id))  # its events and turn state go with it
     if svc.registry.code_runner is not None:  # its kernel and the files its code wrote
         await svc.registry.code_runner.forget(chat_id)
 
@@ -333,6 +337,29 @@ def _event_number(value: str) -> int:
     return MAX_INT64 if len(value) > 19 else min(int(value), MAX_INT64)
 
 
+async def _opening(svc: Services, chat_id: str, resume: int | None) -> tuple[bytes | None, int]:
+    """The snapshot frame a subscriber starts with (None: it resumes exactly), and the
+    seq its events follow."""
+    name = channel(chat_id)
+    start: int | None = None
+    if resume is not None:
+        if resume > await svc.bus.last_seq(name):
+            resume = None  # from another life of the chat (or made up): start afresh
+        elif resume < (turn := await svc.bus.turn_start(name)):
+            start = turn  # before the last turn (`Last-Event-ID: 0`): not every past turn
+    if resume is not None and start is None:
+        return None, resume
+    running = await svc.turns.running(chat_id)
+    if start is None:
+        start = await svc.bus.turn_start(name) if running else await svc.bus.last_seq(name)
+    messages, more = await message_page(svc, chat_id, before=None, limit=SNAPSHOT_MESSAGES)
+    snapshot = Event(
+        "chat:snapshot",
+        {"messages": [message_json(m) for m in messages], "running": running, "more": more},
+    )
+    return _frame(start, snapshot), start
+
+
 def _frame(seq: int, event: Event) -> bytes:
     data = orjson.dumps({"type": event.type, "data": event.data})
     return (
@@ -370,18 +397,9 @@ async def _sse(
     name = channel(chat_id)
     if not await svc.turns.running(chat_id):
         await svc.turns.settle(chat_id)  # a dead worker's turn, its lease run out
-    if resume is not None and resume > await svc.bus.last_seq(name):
-        resume = None  # from another life of the chat (or made up): start afresh
-    if resume is None:
-        running = await svc.turns.running(chat_id)
-        start = await svc.bus.turn_start(name) if running else await svc.bus.last_seq(name)
-        messages, more = await message_page(svc, chat_id, before=None, limit=SNAPSHOT_MESSAGES)
-        snapshot = Event(
-            "chat:snapshot",
-            {"messages": [message_json(m) for m in messages], "running": running, "more": more},
-        )
-        yield _frame(start, snapshot)
-        resume = start
+    opening, resume = await _opening(svc, chat_id, resume)
+    if opening is not None:
+        yield opening
     queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=1000)
     pump = asyncio.get_running_loop().create_task(_pump(svc, name, resume, queue))
     unwatch = svc.stopping.watch(lambda: _offer(queue, _STOP))

@@ -94,6 +94,10 @@ class IpcBus:
         link = self._link or await self._connect()
         return bool(await link.call("running", channel))
 
+    async def forget(self, channel: str) -> None:
+        link = self._link or await self._connect()
+        await link.call("forget", channel)
+
     async def send_control(self, channel: str, message: dict[str, Any]) -> int:
         link = self._link or await self._connect()
         count: int = await link.call("ctl", channel, message)

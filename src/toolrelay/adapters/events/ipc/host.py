@@ -382,6 +382,7 @@ _OPS: Final[dict[str, Callable[[_Peer, int, list[Any]], None]]] = {
     "last": _on_channel(MemoryBus.last_seq),
     "start": _on_channel(MemoryBus.turn_start),
     "running": _on_channel(MemoryBus.turn_running),
+    "forget": _on_channel(MemoryBus.forget),
     "ctl": _Peer._send_control,
     "ping": _Peer._ping,
     "sub": _Peer._subscribe,
