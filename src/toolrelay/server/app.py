@@ -7,6 +7,7 @@ With no model configured the server still starts and says how to add one.
 
 from __future__ import annotations
 
+import functools
 import logging
 import sys
 from collections.abc import AsyncIterator
@@ -106,6 +107,19 @@ async def _admin_user(store: Store) -> User:
     return await store.create_user("admin", is_admin=True)
 
 
+def _user_valves_from(store: Any, live: Registry) -> None:
+    """Open WebUI tool files read each user's `UserValves` from the store at each call."""
+    for name, source in live.sources.items():
+        read_from = getattr(source, "read_user_valves_from", None)
+        if callable(read_from):
+            read_from(functools.partial(_stored_valves, store, name))
+
+
+async def _stored_valves(store: Any, tool_id: str, user_id: str) -> dict[str, Any] | None:
+    found: dict[str, Any] | None = await store.get_user_valves(user_id, tool_id)
+    return found
+
+
 def create_app(
     settings: Settings,
     *,
@@ -171,6 +185,7 @@ def create_app(
         app.state.services.failures = FailureLimiter(
             settings.auth.max_failures, settings.auth.window_s
         )
+        _user_valves_from(store, live)
         probe = ToolProbe(live.toolbox, settings.tool_probe_s)
         servers = await probe.run()
         log_startup(settings, live, f"http://{settings.host}:{settings.port}/", servers)

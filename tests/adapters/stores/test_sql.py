@@ -44,11 +44,12 @@ TABLES = {
     "spend",
     "tool_outputs",
     "turn_runs",
+    "user_valves",
     "users",
 }
 
 
-HEAD = "0007_spend"
+HEAD = "0008_user_valves"
 WHEN = datetime(2026, 1, 1, tzinfo=UTC)
 
 

@@ -207,6 +207,14 @@ class Store(ChatStore, Protocol):
         anyway, after which its row may go."""
         ...
 
+    async def get_user_valves(self, user_id: str, tool_id: str) -> dict[str, Any] | None:
+        """A user's own `UserValves` values for a tool file, or None when never set."""
+        ...
+
+    async def set_user_valves(self, user_id: str, tool_id: str, values: Mapping[str, Any]) -> None:
+        """Store (replace) them; the caller has checked them against the file."""
+        ...
+
     async def count_users(self) -> int: ...
 
     async def list_users(self) -> list[User]:

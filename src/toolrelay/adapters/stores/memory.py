@@ -55,6 +55,7 @@ class MemoryStore:
         self._outputs: dict[str, tuple[str, str]] = {}  # item id -> (chat id, whole text)
         self._runs: dict[str, TurnRun] = {}  # message id -> the run of a turn not ended
         self._spend: dict[tuple[str, str, str], Spend] = {}  # (scope, subject, day)
+        self._user_valves: dict[tuple[str, str], dict[str, Any]] = {}
 
     @classmethod
     async def open(
@@ -153,6 +154,15 @@ class MemoryStore:
         for gone in [s for s, until in self._revoked_sessions.items() if until <= now]:
             del self._revoked_sessions[gone]
         self._revoked_sessions[session_id] = expires
+
+    async def get_user_valves(self, user_id: str, tool_id: str) -> dict[str, Any] | None:
+        found = self._user_valves.get((user_id, tool_id))
+        return None if found is None else dict(found)
+
+    async def set_user_valves(self, user_id: str, tool_id: str, values: Mapping[str, Any]) -> None:
+        if user_id not in self._users:
+            raise NotFoundError(f"user {user_id!r} not found")
+        self._user_valves[(user_id, tool_id)] = dict(values)
 
     async def count_users(self) -> int:
         return len(self._users)

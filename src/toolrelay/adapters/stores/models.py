@@ -232,3 +232,17 @@ class TurnRunRow(Base):
     state: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True), nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class UserValvesRow(Base):
+    """A user's own `UserValves` values for one Open WebUI tool file, by the tool
+    server's name: every worker reads them, a restart keeps them."""
+
+    __tablename__ = "user_valves"
+
+    user_id: Mapped[str] = mapped_column(
+        String(64), ForeignKey("users.id", ondelete="CASCADE"), primary_key=True
+    )
+    tool_id: Mapped[str] = mapped_column(String(255), primary_key=True)
+    values: Mapped[dict[str, Any]] = mapped_column(JSON)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime)

@@ -76,6 +76,7 @@ from toolrelay.adapters.stores.models import (
     SearchDocRow,
     ToolOutputRow,
     UserRow,
+    UserValvesRow,
 )
 from toolrelay.adapters.stores.records import history_of
 from toolrelay.adapters.stores.sql_index import (
@@ -471,6 +472,23 @@ class SQLStore(RunRows, SpendRows):
             )
             if await session.get(RevokedSessionRow, session_id) is None:
                 session.add(RevokedSessionRow(id=session_id, expires_at=expires))
+
+    async def get_user_valves(self, user_id: str, tool_id: str) -> dict[str, Any] | None:
+        """The user's own valve values for the tool, or None when never set."""
+        async with self._sessions() as session:
+            row = await session.get(UserValvesRow, (user_id, tool_id))
+        return None if row is None else dict(row.values)
+
+    async def set_user_valves(self, user_id: str, tool_id: str, values: Mapping[str, Any]) -> None:
+        """Store (replace) the user's valve values for the tool, checked by the caller."""
+        async with self._write() as session:
+            await _require_user(session, user_id)
+            row = await session.get(UserValvesRow, (user_id, tool_id))
+            if row is None:
+                row = UserValvesRow(user_id=user_id, tool_id=tool_id)
+                session.add(row)
+            row.values = dict(values)
+            row.updated_at = self._now()
 
     async def count_users(self) -> int:
         async with self._sessions() as session:

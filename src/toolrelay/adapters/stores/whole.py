@@ -45,8 +45,10 @@ async def whole(work: Coroutine[Any, Any, T]) -> T:
 
 
 def uninterruptible(cls: C) -> C:
-    """Make every public coroutine method of `cls` run through `whole`."""
-    for name, member in list(vars(cls).items()):
+    """Make every public coroutine method of `cls` run through `whole`, inherited ones
+    (a mixin's) included."""
+    for name in dir(cls):
+        member = inspect.getattr_static(cls, name)
         if name.startswith("_") or not inspect.iscoroutinefunction(member):
             continue
         setattr(cls, name, _wrapped(member))

@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,9 @@ from toolrelay.engine.interfaces import Tool, ToolContext
 from toolrelay.errors import ConfigError, ToolError
 
 __all__ = ["OpenWebUIFilter", "OpenWebUITools", "StreamFiltered", "front_matter", "load_filters"]
+
+UserValvesLoader = Callable[[str], Awaitable[Mapping[str, Any] | None]]
+"""A user id to their stored `UserValves` values (None: never set)."""
 
 _FIELD = re.compile(r"^\s*([A-Za-z_][\w ]*?)\s*:\s*(.*?)\s*$")
 _EVENT_NAMES = {"citation": ev.SOURCE, "source": ev.SOURCE}
@@ -57,7 +60,19 @@ def _valves(owner: Any, cls_name: str, values: Mapping[str, Any] | None, where: 
     try:
         return cls(**dict(values or {}))
     except Exception as exc:
-        raise ConfigError(f"{where}: invalid {cls_name}: {exc}") from exc
+        raise ConfigError(f"{where}: invalid {cls_name}: {_problems(exc)}") from None
+
+
+def _problems(exc: Exception) -> str:
+    """What is wrong, by field, never the values given (a valve may hold a secret)."""
+    errors = getattr(exc, "errors", None)
+    if not callable(errors):
+        return type(exc).__name__
+    try:
+        found = errors(include_input=False, include_url=False)
+    except TypeError:
+        return type(exc).__name__
+    return "; ".join(f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg')}" for e in found)
 
 
 class _Host:
@@ -82,8 +97,12 @@ class _Host:
 
     def set_user_valves(self, user_id: str, values: Mapping[str, Any]) -> None:
         """A user's own valve values (checked now, so a bad value fails here, not mid-turn)."""
-        _valves(self.instance, "UserValves", values, self.path)
+        self.check_user_valves(values)
         self.user_valves[user_id] = dict(values)
+
+    def check_user_valves(self, values: Mapping[str, Any]) -> None:
+        """`ConfigError` (naming fields, never values) unless the file's `UserValves` takes them."""
+        _valves(self.instance, "UserValves", values, self.path)
 
     def user(self, user: Mapping[str, Any] | None) -> dict[str, Any] | None:
         """`__user__` as Open WebUI passes it: the user plus a `valves` model."""
@@ -134,6 +153,7 @@ class OpenWebUITools:
 
     def __init__(self, path: str | Path, *, valves: Mapping[str, Any] | None = None) -> None:
         self.host = _Host(path, "Tools", valves)
+        self._user_valves_loader: UserValvesLoader | None = None
         self.name = self.host.meta.get("title") or self.host.id
         self.citation = bool(getattr(self.host.instance, "citation", False))
         self.tools: list[Tool] = []
@@ -154,6 +174,23 @@ class OpenWebUITools:
     def set_user_valves(self, user_id: str, values: Mapping[str, Any]) -> None:
         self.host.set_user_valves(user_id, values)
 
+    def check_user_valves(self, values: Mapping[str, Any]) -> None:
+        self.host.check_user_valves(values)
+
+    def read_user_valves_from(self, loader: UserValvesLoader) -> None:
+        """Where a user's values live (the server's store: every worker, every restart);
+        read at each call, so a value set on one worker is seen by all."""
+        self._user_valves_loader = loader
+
+    async def _load_user_valves(self, context: ToolContext) -> None:
+        loader = self._user_valves_loader
+        user_id = str((context.user or {}).get("id") or "")
+        if loader is None or not user_id:
+            return
+        found = await loader(user_id)
+        if found is not None:
+            self.host.user_valves[user_id] = dict(found)
+
     async def list(self) -> Sequence[Tool]:
         return self.tools
 
@@ -163,6 +200,7 @@ class OpenWebUITools:
             raise ToolError(f'Tool "{name}" not found.')
         emitter = _mapped_emitter(context.event_emitter)
         args, kwargs = method.bind(arguments, context)
+        await self._load_user_valves(context)
         extras = self.host.extras(context, emitter)
         kwargs.update({k: extras[k] for k in method.context_params if k in extras})
         if inspect.iscoroutinefunction(method.fn):

@@ -30,17 +30,32 @@ async def list_tools(svc: ServicesDep, _: UserDep) -> dict[str, Any]:
     return {"data": tools, "servers": servers}
 
 
+def _valved(svc: Any, server: str) -> Any:
+    source = svc.registry.sources.get(server)
+    if source is None or not callable(getattr(source, "check_user_valves", None)):
+        raise APIError(404, f"No tool file with user valves named '{server}'.", code="not_found")
+    return source
+
+
+@router.get("/api/tools/{server}/user-valves")
+async def get_user_valves(server: str, svc: ServicesDep, user: UserDep) -> dict[str, Any]:
+    """The caller's own `UserValves` values for an Open WebUI tool file ({} when unset)."""
+    _valved(svc, server)
+    values = await svc.store.get_user_valves(user.id, server)
+    return {"server": server, "valves": values or {}}
+
+
 @router.put("/api/tools/{server}/user-valves")
 async def set_user_valves(
     server: str, values: dict[str, Any], svc: ServicesDep, user: UserDep
 ) -> dict[str, Any]:
-    """The caller's own `UserValves` for an Open WebUI tool file (checked now, used per call)."""
-    source = svc.registry.sources.get(server)
-    setter = getattr(source, "set_user_valves", None)
-    if source is None or not callable(setter):
-        raise APIError(404, f"No tool file with user valves named '{server}'.", code="not_found")
+    """The caller's own `UserValves` for an Open WebUI tool file: checked against the
+    file's `UserValves` now (400 names the fields, never the values), stored per user
+    and tool, read by every worker at each call."""
+    source = _valved(svc, server)
     try:
-        setter(user.id, values)
+        source.check_user_valves(values)
     except ConfigError as exc:
         raise APIError(400, str(exc), code="invalid_valves") from None
+    await svc.store.set_user_valves(user.id, server, values)
     return {"server": server, "valves": values}
