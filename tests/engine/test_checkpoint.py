@@ -11,7 +11,7 @@ import pytest
 from toolrelay import Relay, tool
 from toolrelay.core import events as ev
 from toolrelay.core.items import is_call_output, raw_items
-from toolrelay.engine.checkpoint import TurnState
+from toolrelay.engine.checkpoint import TurnPaused, TurnState
 from toolrelay.testing.scripted_model import ScriptedModel, reply
 from toolrelay.testing.sinks import ListSink
 
@@ -135,3 +135,50 @@ async def test_cut_before_an_approval_the_call_asks_again() -> None:
 def test_a_state_from_another_version_is_refused() -> None:
     with pytest.raises(ValueError, match="another version"):
         TurnState.from_json({"v": 99})
+
+
+async def test_a_pausable_turn_saves_what_it_waits_for_and_goes_on_with_the_answer() -> None:
+    @tool(requires_approval=True)
+    def wire(amount: int) -> str:
+        """Wire money."""
+        runs["wire"] = runs.get("wire", 0) + 1
+        return "wired"
+
+    kept = Kept()
+    model = ScriptedModel(reply(calls=[("wire", {"amount": 1}), ("lookup", {"key": "k"})]))
+    sink = ListSink()
+    with pytest.raises(TurnPaused) as paused:
+        await Relay(model, [wire, lookup]).run("go", sink=sink, checkpoints=kept, pause=True)
+    call_id = next(e.data["id"] for e in sink.events if e.type == ev.TOOL_APPROVAL)
+    assert paused.value.waiting == {call_id: "approval"}
+    state = TurnState.from_json(kept.states[-1])
+    assert state.waiting == {call_id: "approval"}
+    assert [o["output"] for o in state.results.values()] == ["value of k"]  # the other ran
+    assert runs == {"lookup": 1}
+    # answered (here a restart later): the call runs, the lookup is not run again
+    state.answers[call_id] = {"approved": True}
+    model = ScriptedModel(reply("Wired."))
+    result = await Relay(model, [wire, lookup]).run(
+        "go", resume=state, checkpoints=Kept(), pause=True
+    )
+    assert result.text == "Wired."
+    assert runs == {"lookup": 1, "wire": 1}
+    outputs = [i["output"] for i in raw_items(result.output) if is_call_output(i)]
+    assert outputs == ["wired", "value of k"]
+
+
+async def test_a_resumed_turn_without_its_answer_pauses_again() -> None:
+    @tool(requires_approval=True)
+    def wire(amount: int) -> str:
+        """Wire money."""
+        return "wired"
+
+    kept = Kept()
+    model = ScriptedModel(reply(calls=[("wire", {"amount": 1})]))
+    with pytest.raises(TurnPaused):
+        await Relay(model, [wire]).run("go", checkpoints=kept, pause=True)
+    state = TurnState.from_json(kept.states[-1])
+    again = Kept()
+    with pytest.raises(TurnPaused):
+        await Relay(ScriptedModel(), [wire]).run("go", resume=state, checkpoints=again, pause=True)
+    assert TurnState.from_json(again.states[-1]).waiting == state.waiting

@@ -103,7 +103,7 @@ def test_a_worker_killed_while_a_tool_runs(
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_a_worker_killed_while_a_call_waits_for_approval(
+def test_a_worker_killed_while_a_turn_is_paused_for_approval(
     backend: tuple[str, str | None], tmp_path: Path, upstream: FakeModelServer
 ) -> None:
     folder = tmp_path / "marks"
@@ -124,9 +124,7 @@ def test_a_worker_killed_while_a_call_waits_for_approval(
             asked = _approval(client, chat_id, after=0)
         os.kill(runner, signal.SIGKILL)
         workers.wait_ready(1, besides=first)
-        with workers.server.client() as client:
-            asked_again = _approval(client, chat_id, after=asked[0])  # the resumed turn asks
-            assert asked_again[1] == asked[1]  # for the same call
+        with workers.server.client() as client:  # saved paused: any worker takes the answer
             answer = {"id": asked[1], "approved": True}
             wait_for(
                 lambda: (
@@ -239,3 +237,71 @@ def test_two_hundred_chats_survive_a_worker_killed_mid_run(
         with workers.server.client() as client:
             for chat_id in chats:
                 assert wait_saved(client, chat_id)["content"] == "".join(words)
+
+
+def test_a_paused_turn_holds_nothing_and_is_answered_after_a_restart(
+    tmp_path: Path, upstream: FakeModelServer
+) -> None:
+    """A turn waiting for an approval is saved `paused`: no turn runs (no task, no lease);
+    the server is killed and restarted, the answer resumes it; a second paused turn whose
+    answer does not come within `pause_timeout_s` ends failed, saying why."""
+    folder = tmp_path / "marks"
+    folder.mkdir()
+    (folder / "release").touch()
+    upstream.route(
+        CHAT,
+        SSEReply(chat_chunks(tool_calls=[ToolCallSpec("wire", {"where": str(folder)})])),
+        SSEReply(chat_chunks(text=["Wired ", "after ", "a ", "restart."])),
+        SSEReply(chat_chunks(tool_calls=[ToolCallSpec("wire", {"where": str(folder)})])),
+    )
+    with database("sqlite", tmp_path) as url:
+        config = write_config(
+            tmp_path / "toolrelay.toml",
+            upstream.base_url,
+            admin_key=ADMIN_KEY,
+            data_dir=str(tmp_path / "data"),
+            database_url=url,
+            local=False,
+            tools=[TOOLS],
+            turn_lease_s=1,
+        )
+        server = ServerProcess(config, tmp_path / "server.log")
+        server.start()
+        try:
+            with server.client() as client:
+                chat_id = new_chat(client, model="fake")
+                client.post(f"/api/chats/{chat_id}/messages", json={"content": "go"})
+                _, call_id = _approval(client, chat_id, after=0)
+                wait_for(lambda: not _snapshot(client, chat_id)["running"], "the turn paused")
+                assert _snapshot(client, chat_id)["messages"][-1]["status"] == "in_progress"
+            server.kill()
+            server.start()
+            with server.client() as client:
+                answer = {"id": call_id, "approved": True}
+                posted = client.post(f"/api/chats/{chat_id}/tool-results", json=answer)
+                assert posted.status_code == 202, posted.text
+                assert wait_saved(client, chat_id)["content"] == "Wired after a restart."
+                again = client.post(f"/api/chats/{chat_id}/tool-results", json=answer)
+                assert again.status_code == 409  # nothing waits for it any more
+            assert runs(folder, "wire") == 1
+            server.stop()
+            config.write_text(
+                config.read_text().replace(
+                    "turn_lease_s = 1", "turn_lease_s = 1\npause_timeout_s = 0.5"
+                )
+            )
+            server.start()
+            with server.client() as client:
+                client.post(f"/api/chats/{chat_id}/messages", json={"content": "again"})
+                _approval(client, chat_id, after=0)
+                failed = wait_saved(client, chat_id, status="failed")
+                assert "pause_timeout" in str(failed["error"])
+            assert runs(folder, "wire") == 1
+        finally:
+            server.stop()
+
+
+def _snapshot(client: httpx2.Client, chat_id: str) -> dict[str, Any]:
+    (_, first), *_ = read_events(client, chat_id, limit=1)
+    assert first["type"] == "chat:snapshot"
+    return dict(first["data"])

@@ -318,6 +318,9 @@ class Settings(BaseSettings):
     """How often a running turn's partial output is saved (it survives a crash)."""
     max_resumes: int = Field(default=3, ge=0)
     """Times a turn whose server died is resumed from its checkpoint before it fails."""
+    pause_timeout_s: float = Field(default=86400.0, ge=0)
+    """How long a chat turn paused for an approval or a client tool's result waits for
+    it (saved, holding nothing) before it ends failed; 0 waits for ever."""
     events_url: str | None = None
     """Where chats' event logs, turn leases and control messages live: None (or "memory")
     keeps them in this process; "ipc:///abs/path/bus.sock" reaches the `BusHost` at that

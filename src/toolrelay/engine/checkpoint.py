@@ -54,6 +54,11 @@ class TurnState:
     """Call ids of the batch being run (calls waiting for an approval excluded)."""
     results: dict[str, FunctionCallOutputItem] = field(default_factory=dict)
     """Results of the running batch's calls that finished, by call id."""
+    waiting: dict[str, str] = field(default_factory=dict)
+    """A paused turn's calls waiting for an answer: call id -> `approval` or `tool`."""
+    answers: dict[str, Any] = field(default_factory=dict)
+    """Answers given to waiting calls, by call id (what `Relay.approve` and
+    `submit_tool_result` would resolve), fed to the calls when the turn goes on."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -64,6 +69,8 @@ class TurnState:
             "steps": list(self.steps),
             "running": list(self.running),
             "results": dict(self.results),
+            "waiting": dict(self.waiting),
+            "answers": dict(self.answers),
         }
 
     @classmethod
@@ -81,7 +88,23 @@ class TurnState:
             steps=list(data.get("steps") or []),
             running=[str(i) for i in data.get("running") or []],
             results={str(k): v for k, v in results.items()},
+            waiting={str(k): str(v) for k, v in (data.get("waiting") or {}).items()},
+            answers={str(k): v for k, v in (data.get("answers") or {}).items()},
         )
+
+    def answer_key(self, call_id: str) -> str:
+        """The `PendingCalls` key a waiting call's answer goes to."""
+        kind = "approval" if self.waiting.get(call_id) == "approval" else "tool"
+        return f"{kind}:{call_id}"
+
+
+class TurnPaused(Exception):
+    """A pausable turn (`Relay.run(pause=True)`) stopped to wait for answers: its state,
+    with `waiting`, was saved to its `Checkpoints`; `resume` it with the answers."""
+
+    def __init__(self, waiting: Mapping[str, str]) -> None:
+        super().__init__(", ".join(waiting))
+        self.waiting = dict(waiting)
 
 
 class Saver:

@@ -55,6 +55,7 @@ from toolrelay.core.usage import merge_usage
 from toolrelay.engine.checkpoint import (
     Checkpoints,
     Saver,
+    TurnPaused,
     TurnState,
     ordered_outputs,
     plan_resume,
@@ -127,6 +128,8 @@ class TurnSetup:
     """The route's price per million tokens (`input`, `output`): the turn's `usage.cost`."""
     refilter: Callable[[int], Awaitable[Sequence[Message]]] | None = None
     """The history for model call N (N > 0) through the inlet filters again; None: as is."""
+    pause: bool = False
+    """With `checkpoints`: a call waiting for an answer pauses the turn (`TurnPaused`)."""
 
 
 class Turn:
@@ -181,6 +184,7 @@ class Turn:
         if self._saver is not None:
             self.tool_env.on_started = self._call_started
             self.tool_env.on_finished = self._call_finished
+            self.tool_env.pausable = setup.pause
         if setup.resume is not None:
             state = setup.resume
             self.output, self.usage = list(state.output), dict(state.usage)
@@ -201,6 +205,8 @@ class Turn:
             result = await self._loop()
         except asyncio.CancelledError:
             await _until_done(asyncio.ensure_future(self._cancelled()))
+            raise
+        except TurnPaused:  # saved, waiting for answers: its caller's to resume
             raise
         except Exception as exc:  # invariant 3 holds for bugs too: a failed turn, never a crash
             if self._finishing:  # finishing again would fail the same way (a failed save)
@@ -414,6 +420,8 @@ class Turn:
         self.steps.append({"step": "tools", "s": elapsed, "calls": len(calls)})
         by_id = {c["id"]: c for c in batch.calls}
         self.output = [by_id.get(i["id"], i) if is_call(i) else i for i in self.output]
+        if self.tool_env.waiting:
+            await self._pause(batch.outputs)
         self.output.extend(batch.outputs)
         self.output.extend(batch.text)  # what the tools wrote (`engine.tool_events`)
         return batch.outcome
@@ -422,9 +430,24 @@ class Turn:
         if self._saver is not None:
             batch = self._batch
             state = TurnState(
-                self.output, self.usage, self.iterations, self.steps, batch.running, batch.results
+                self.output,
+                self.usage,
+                self.iterations,
+                self.steps,
+                batch.running,
+                batch.results,
+                batch.waiting,
             )
             await self._saver.save(state)
+
+    async def _pause(self, done: Sequence[Item]) -> None:
+        """Save the batch's results and the calls left waiting, then stop (`TurnPaused`)."""
+        waiting, self.tool_env.waiting = dict(self.tool_env.waiting), {}
+        results = {o["call_id"]: o for o in done if is_call_output(o)}
+        self._batch = TurnState(results=results, waiting=waiting)
+        await self._checkpoint()
+        await self.emitter.flush()
+        raise TurnPaused(waiting)
 
     async def _call_started(self, call_id: str) -> None:
         self._batch.running = [*self._batch.running, call_id]
@@ -439,6 +462,8 @@ class Turn:
         """Go on from a checkpoint: clients get its output, the calls it left unanswered
         get their kept result, an `interrupted` one, or are run (`engine.checkpoint`)."""
         await self.emitter.emit(Event(ev.TURN_RESUMED, {"output": list(self.output)}))
+        for call_id, answer in state.answers.items():  # what paused it: the calls read them
+            self.setup.pending.resolve(state.answer_key(call_id), answer)
         plan = plan_resume(state, self.setup.tools)
         base = len(self.output)
         kept = ordered_outputs(self.output, plan.kept)
@@ -450,6 +475,8 @@ class Turn:
             batch = await run_batch(plan.rerun, self.tool_env, base_index=base + len(kept))
             results.update({o["call_id"]: o for o in batch.outputs})
             text = batch.text
+            if self.tool_env.waiting:  # still waiting for an answer: pause again
+                await self._pause(list(results.values()))
         self.output.extend(ordered_outputs(self.output, results))
         self.output.extend(text)
         if plan.kept or plan.rerun:

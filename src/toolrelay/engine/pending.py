@@ -38,6 +38,10 @@ class PendingCalls:
         future.set_result(value)
         return True
 
+    def ready(self, key: str) -> bool:
+        """Whether an answer for `key` came before it was asked for (it is kept)."""
+        return key in self._early
+
     async def wait(self, key: str, limit: float) -> Any:
         """Await the answer for `key`; raises TimeoutError after `limit` seconds."""
         future = self.expect(key)

@@ -134,6 +134,7 @@ class Relay:
         resume: TurnState | None = None,
         model_info: Mapping[str, Any] | None = None,
         request: Any = None,
+        pause: bool = False,
     ) -> RunResult:
         """Run one turn to its end. Cancelling the task saves the partial turn, then re-raises.
 
@@ -145,6 +146,9 @@ class Relay:
         `request` is `__request__` (a request-like object; the server's has no secrets).
         `metadata` is added to what `__metadata__` always holds: `chat_id`,
         `message_id`, `user_id`, `model`, `tool_ids`, `features`, `files`.
+        `pause` (with `checkpoints`): a call that needs an answer (an approval, a client's
+        result) not given yet saves the turn and raises `TurnPaused` instead of waiting;
+        `resume` it later with the answers in its state (`TurnState.answers`).
         """
         raw = _as_messages(messages)
         message_id = message_id or new_id("msg")
@@ -232,6 +236,7 @@ class Relay:
             resume=resume,
             refilter=refilter,
             prices=self.prices,
+            pause=pause,
         )
         if sources and not isinstance(sink, NullSink):  # the sources shown with the answer
             for source in sources:

@@ -48,6 +48,16 @@ from toolrelay.engine.tool_timer import ToolTimer
 Emit = Callable[[Event], Awaitable[None]]
 
 
+class Waits(Exception):
+    """A call needs an answer (an approval, a client's result) that a pausing turn does not
+    hold its task for (`ToolEnv.pausable`): the call is left unanswered, its batch goes on."""
+
+    def __init__(self, call_id: str, kind: str) -> None:
+        super().__init__(call_id)
+        self.call_id = call_id
+        self.kind = kind
+
+
 @dataclass(slots=True)
 class ToolEnv:
     """What running tools needs from the turn."""
@@ -72,6 +82,11 @@ class ToolEnv:
     """Called with a call id when an approved call starts (a checkpoint: it may now act)."""
     on_finished: Callable[[FunctionCallOutputItem], Awaitable[None]] | None = None
     """Called with each call's result as it is ready (a checkpoint: it is not run again)."""
+    pausable: bool = False
+    """A call waiting for an answer not given yet is left waiting (`waiting`) instead of
+    held: the turn then pauses (`engine.checkpoint`)."""
+    waiting: dict[str, str] = field(default_factory=dict)
+    """Calls of the batch left waiting: call id -> `approval` or `tool`."""
 
 
 @dataclass(slots=True)
@@ -124,7 +139,10 @@ async def run_batch(
     events = env.events = BatchEvents(env.emit, base_index + len(prepared))
 
     async def one(i: int) -> None:
-        results[i] = await _run_one(prepared[i], env, base_index + i)
+        try:
+            results[i] = await _run_one(prepared[i], env, base_index + i)
+        except Waits as waits:  # paused, not held: no result yet
+            env.waiting[waits.call_id] = waits.kind
 
     group: list[int] = []
     for i, prep in enumerate(prepared):
@@ -257,7 +275,7 @@ async def _invoke(
             raw = await _client_call(call_id, name, args, env)
         except TimeoutError:
             return _timed_out(name, env.limits.client_tool_timeout)
-        except asyncio.CancelledError:
+        except (asyncio.CancelledError, Waits):
             raise
         except Exception as exc:  # a tool's failure is a result for the model (R9)
             return NormalisedResult(_error_text(exc)), "failed"
@@ -317,7 +335,10 @@ async def _approval(
     call_id: str, name: str, args: dict[str, Any], env: ToolEnv, *, started: bool
 ) -> str | None:
     """None when the user approved (then `env.on_started`, when `started`), else why not."""
-    await env.emit(Event(ev.TOOL_APPROVAL, {"id": call_id, "name": name, "arguments": args}))
+    if not env.pending.ready(f"approval:{call_id}"):  # answered already: asked before
+        await env.emit(Event(ev.TOOL_APPROVAL, {"id": call_id, "name": name, "arguments": args}))
+        if env.pausable:
+            raise Waits(call_id, "approval")
     try:
         answer = await env.pending.wait(f"approval:{call_id}", env.limits.client_tool_timeout)
     except TimeoutError:
@@ -332,7 +353,10 @@ async def _approval(
 
 
 async def _client_call(call_id: str, name: str, args: dict[str, Any], env: ToolEnv) -> Any:
-    await env.emit(Event(ev.EXECUTE_TOOL, {"id": call_id, "name": name, "params": args}))
+    if not env.pending.ready(f"tool:{call_id}"):  # answered already: asked before
+        await env.emit(Event(ev.EXECUTE_TOOL, {"id": call_id, "name": name, "params": args}))
+        if env.pausable:
+            raise Waits(call_id, "tool")
     return await env.pending.wait(f"tool:{call_id}", env.limits.client_tool_timeout)
 
 

@@ -155,6 +155,7 @@ def create_app(
             lease_ttl=settings.turn_lease_s,
             checkpoint_s=settings.checkpoint_s,
             max_resumes=settings.max_resumes,
+            pause_timeout=settings.pause_timeout_s,
         )
         telemetry.start(live)
         turns = TurnManager(

@@ -50,6 +50,8 @@ class Durability:
     """Seconds before the second attempt; doubled for each further one."""
     max_resumes: int = 3
     """Take-overs of one turn (its runner died each time) before it fails instead."""
+    pause_timeout: float = 86400.0
+    """Seconds a paused turn waits for its answer before it ends failed; 0: for ever."""
 
     @property
     def watch_s(self) -> float:
@@ -194,7 +196,7 @@ def failure_events(turn: Mapping[str, Any]) -> list[Event]:
         "output": turn.get("output", []),
         "content": turn.get("content", ""),
         "usage": turn.get("usage") or {},
-        "status": "failed",
+        "status": turn.get("status") or "failed",
         "error": error,
     }
     return [Event(ev.CHAT_MESSAGE_ERROR, {"error": error}), Event(ev.CHAT_COMPLETION, final)]

@@ -17,6 +17,7 @@ import hashlib
 import logging
 import socket
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -107,3 +108,27 @@ def resume_refusal(run: TurnRun, routes: Mapping[str, Any], max_resumes: int) ->
 def unfinished(messages: Sequence[StoredMessage], message_id: str) -> StoredMessage | None:
     """The run's assistant row while it is still `in_progress`."""
     return next((m for m in messages if m.id == message_id), None)
+
+
+def answer_of(message: Mapping[str, Any]) -> tuple[str, Any]:
+    """A control message (`approval`, `tool_result`) as (call id, the answer the call reads),
+    as `Relay.approve` and `Relay.submit_tool_result` would resolve it."""
+    call_id = str(message.get("id"))
+    if message.get("op") == "approval":
+        return call_id, {"approved": bool(message.get("approved")), "reason": message.get("reason")}
+    headers = message.get("headers")
+    result = message.get("result")
+    return call_id, [result, dict(headers)] if isinstance(headers, Mapping) else result
+
+
+def pause_expired(run: TurnRun, timeout: float, now: datetime) -> bool:
+    """A paused run whose answer did not come within `timeout` seconds (0: never)."""
+    return (
+        run.status == "paused" and timeout > 0 and (now - run.updated_at).total_seconds() > timeout
+    )
+
+
+def expiry_text(timeout: float) -> str:
+    hours = timeout / 3600
+    span = f"{hours:g} h" if hours >= 1 else f"{timeout:g} s"
+    return f"No answer came within {span} (pause_timeout); the turn ended, its output kept."

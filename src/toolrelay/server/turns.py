@@ -16,6 +16,7 @@ import dataclasses
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from toolrelay.adapters.events import EventBus
@@ -23,7 +24,7 @@ from toolrelay.adapters.stores import NotFoundError, Store, TurnRun
 from toolrelay.config.registry import Registry
 from toolrelay.core.events import Event
 from toolrelay.core.ids import new_id
-from toolrelay.engine.checkpoint import TurnState
+from toolrelay.engine.checkpoint import TurnPaused, TurnState
 from toolrelay.engine.interfaces import ChatStore, Message, Tool
 from toolrelay.engine.observer import Observer
 from toolrelay.engine.relay import Relay
@@ -41,7 +42,10 @@ from toolrelay.server.durability import (
 from toolrelay.server.resume import (
     Rebuilt,
     StoreCheckpoints,
+    answer_of,
     default_node,
+    expiry_text,
+    pause_expired,
     resume_refusal,
     run_request,
     unfinished,
@@ -167,9 +171,13 @@ class TurnManager:
     async def take_over_expired(self) -> int:
         """Take over every run nobody holds a lease on (its runner died); how many."""
         taken = 0
+        now = datetime.now(UTC)
+        timeout = self.durability.pause_timeout
         for run in await self.store.list_runs():
             if run.status == "running" and run.chat_id not in self._running:
                 taken += await self._take_over(run)
+            elif pause_expired(run, timeout, now):
+                await self._end_paused(run, expiry_text(timeout))
         return taken
 
     async def _watch_runs(self) -> None:
@@ -180,19 +188,30 @@ class TurnManager:
             except Exception as exc:  # the store or bus is away: try again next time
                 log.warning("looking for turns to take over failed: %s", exc)
 
-    async def _take_over(self, run: TurnRun, *, own: bool = False, held: bool = False) -> bool:
+    async def _take_over(
+        self,
+        run: TurnRun,
+        *,
+        own: bool = False,
+        held: bool = False,
+        answers: Mapping[str, Any] | None = None,
+    ) -> bool:
         """Go on with `run` from its last checkpoint if its chat's lease can be had (`own`:
         this server's, dead with its last life: renewed instead of waited out; `held`: the
-        caller has it). A run that cannot go on fails with the reason; False then."""
+        caller has it). A paused run goes on only with `answers` to calls it waits for.
+        A run that cannot go on fails with the reason; False then."""
         chat_id, name = run.chat_id, channel(run.chat_id)
-        if chat_id in self._running:
+        paused = run.status == "paused"
+        if chat_id in self._running or (paused and not answers):
             return False
         ttl = self.durability.lease_ttl
         leased = held or (own and await self.bus.renew(name, ttl=ttl))
         if not leased and await self.bus.acquire(name, ttl=ttl) is None:
             return False  # its runner lives (or another worker took it first)
         try:
-            claimed = await self.store.claim_run(run.message_id, owner=self.node)
+            claimed = await self.store.claim_run(
+                run.message_id, owner=self.node, resumed=not paused
+            )
             row = unfinished(await self.store.in_progress_turns(chat_id=chat_id), run.message_id)
             if claimed is None or row is None:  # it ended just before its runner died
                 await self.store.end_run(run.message_id)
@@ -206,6 +225,12 @@ class TurnManager:
                     refusal
                     or f"The turn could not be resumed ({exc}); the partial answer was kept."
                 )
+            if refusal is None and answers:
+                if not set(answers) & set(rebuilt.state.waiting):  # not what it waits for
+                    await self.store.pause_run(run.message_id)
+                    await self.bus.end(name)
+                    return False
+                rebuilt.state.answers.update(answers)
             if refusal is not None:
                 turn = failed_turn(row, refusal)
                 await self.store.checkpoint_turn(chat_id, row.id, turn)
@@ -219,11 +244,12 @@ class TurnManager:
         except BaseException:
             await asyncio.shield(self.bus.end(name))
             raise
-        log.warning(
-            "resuming turn %s of chat %s from its checkpoint (take-over %d)",
+        log.log(
+            logging.INFO if paused else logging.WARNING,
+            "resuming turn %s of chat %s from its checkpoint (%s)",
             row.id,
             chat_id,
-            claimed.resumes,
+            "answered" if paused else f"take-over {claimed.resumes}",
         )
         self._launch(
             relay,
@@ -283,8 +309,9 @@ class TurnManager:
         except BaseException:
             await asyncio.shield(self.bus.end(name))
             raise
-        if orphan:  # a dead worker's turn, its lease expired: it goes on, this post waits
-            await self._take_over(orphan[0], held=True)
+        if orphan:  # a dead worker's turn (it goes on) or a paused one: this post waits
+            if not await self._take_over(orphan[0], held=True):
+                await asyncio.shield(self.bus.end(name))
             raise TurnBusy(chat_id)
         try:
             await fail_orphans(self.store, chat_id)  # a dead worker's turn, its lease expired
@@ -384,6 +411,7 @@ class TurnManager:
         context = dict(context or {})
         on_done = context.pop("on_done", None)
         recorder = TurnRecorder()
+        paused: TurnPaused | None = None
         keeper = asyncio.get_running_loop().create_task(
             keep_alive(self.bus, self.store, self.durability, chat_id, message_id, recorder)
         )
@@ -403,10 +431,13 @@ class TurnManager:
                 features=features,
                 checkpoints=StoreCheckpoints(self.store, message_id),
                 resume=resume,
+                pause=True,
                 **context,
             )
             if on_done is not None:
                 await on_done(result)
+        except TurnPaused as waiting:  # saved: no task, no memory held until it is answered
+            paused = waiting
         except asyncio.CancelledError:
             pass  # the partial turn was saved by the engine
         except Exception as exc:  # never lose a turn silently
@@ -416,14 +447,61 @@ class TurnManager:
             keeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await keeper
-            try:  # saved for good (or reported failed): nothing to resume
-                await self.store.end_run(message_id)
-            except Exception as exc:  # a take-over will find it ended and drop it
-                log.warning("could not end the run of turn %s: %s", message_id, exc)
+            if paused is not None:  # first: an answer from now on finds it paused
+                await self._pause(message_id)
             running = self._running.pop(chat_id, None)  # before `end`: no newer turn yet
             if running is not None:
                 running.listener.cancel()
-            await self.bus.end(channel(chat_id))
+            if not await self._ended(chat_id, message_id, relay, paused):
+                await self.bus.end(channel(chat_id))
+
+    async def _pause(self, message_id: str) -> None:
+        try:
+            await self.store.pause_run(message_id)
+        except Exception as exc:  # it stays `running`: a take-over asks again
+            log.warning("could not mark turn %s paused: %s", message_id, exc)
+
+    async def _ended(
+        self, chat_id: str, message_id: str, relay: Relay, paused: TurnPaused | None
+    ) -> bool:
+        """Forget a turn saved for good; a paused one answered while it paused is taken on
+        again at once (True: it runs, keeping the lease)."""
+        try:
+            if paused is None:
+                await self.store.end_run(message_id)
+                return False
+            state = TurnState(waiting=paused.waiting)
+            answers = {
+                call_id: relay.pending.expect(state.answer_key(call_id)).result()
+                for call_id in paused.waiting
+                if relay.pending.ready(state.answer_key(call_id))
+            }
+            if not answers:
+                return False
+            for run in await self.store.list_runs(chat_id=chat_id):
+                if run.message_id == message_id:
+                    return await self._take_over(run, held=True, answers=answers)
+        except Exception as exc:  # a take-over finds it ended (or paused) all the same
+            log.warning("could not record the end of turn %s: %s", message_id, exc)
+        return False
+
+    async def _end_paused(self, run: TurnRun, error: str, status: str = "failed") -> bool:
+        """End a paused turn (its answer came too late, or it was cancelled), output kept."""
+        name = channel(run.chat_id)
+        if await self.bus.acquire(name, ttl=self.durability.lease_ttl) is None:
+            return False
+        try:
+            rows = await self.store.in_progress_turns(chat_id=run.chat_id)
+            row = unfinished(rows, run.message_id)
+            if row is not None:
+                turn = {**failed_turn(row, error), "status": status}
+                await self.store.checkpoint_turn(run.chat_id, row.id, turn)
+                for event in failure_events(turn):
+                    await self.bus.publish(name, event)
+            await self.store.end_run(run.message_id)
+        finally:
+            await asyncio.shield(self.bus.end(name))
+        return True
 
     async def _report(
         self, chat_id: str, message_id: str, recorder: TurnRecorder, exc: Exception
@@ -467,10 +545,30 @@ class TurnManager:
         if running is not None:
             running.task.cancel()
             return True
-        return await self.bus.send_control(channel(chat_id), {"op": "cancel"}) > 0
+        if await self.bus.send_control(channel(chat_id), {"op": "cancel"}) > 0:
+            return True
+        for run in await self.store.list_runs(chat_id=chat_id):
+            if run.status == "paused":
+                return await self._end_paused(run, "Cancelled.", "cancelled")
+        return False
 
-    async def answer(self, chat_id: str, message: dict[str, Any]) -> None:
-        await self.bus.send_control(channel(chat_id), message)
+    async def answer(self, chat_id: str, message: dict[str, Any]) -> bool:
+        """Deliver an approval or a client tool's result: to the worker running the turn,
+        or (the turn is paused) by taking the turn on here. False: nobody waits for it.
+        A turn pausing right now still holds its lease a moment: waited for (bounded)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + FINISHING_WAIT_S
+        call_id, answer = answer_of(message)
+        while True:
+            if await self.bus.send_control(channel(chat_id), message) > 0:
+                return True
+            runs = await self.store.list_runs(chat_id=chat_id)
+            for run in runs:
+                if run.status == "paused" and await self._take_over(run, answers={call_id: answer}):
+                    return True
+            if not runs or loop.time() >= deadline:
+                return False
+            await asyncio.sleep(FINISHING_POLL_S)
 
     async def wait(self, chat_id: str) -> None:
         running = self._running.get(chat_id)

@@ -27,8 +27,14 @@ async def test_a_run_is_started_checkpointed_claimed_and_ended(store: Store) -> 
     assert [r.message_id for r in await store.list_runs(owner="host:1:1")] == ["msg_a"]
     assert await store.list_runs(owner="host:1:0") == []
     assert [r.message_id for r in await store.list_runs(chat_id=chat.id)] == ["msg_a"]
+    assert await store.pause_run("msg_a") is True
+    [paused] = await store.list_runs()
+    assert paused.status == "paused"
+    answered = await store.claim_run("msg_a", owner="host:1:1", resumed=False)
+    assert answered is not None and (answered.status, answered.resumes) == ("running", 1)
     await store.end_run("msg_a")
     await store.end_run("msg_a")  # twice: nothing
+    assert await store.pause_run("msg_a") is False
     assert await store.list_runs() == []
     assert await store.claim_run("msg_a", owner="x") is None
 

@@ -317,9 +317,16 @@ class Store(ChatStore, Protocol):
         """The turn's latest checkpoint; False when its run is gone (ended, chat deleted)."""
         ...
 
-    async def claim_run(self, message_id: str, *, owner: str) -> TurnRun | None:
-        """Take a run over (its owner now `owner`, `resumes` one more); None if it is gone.
-        The caller holds the chat's lease."""
+    async def claim_run(
+        self, message_id: str, *, owner: str, resumed: bool = True
+    ) -> TurnRun | None:
+        """Take a run over (its owner now `owner`, status `running`, `resumes` one more
+        unless `resumed` is False: a paused turn answered); None if it is gone. The
+        caller holds the chat's lease."""
+        ...
+
+    async def pause_run(self, message_id: str) -> bool:
+        """Mark a run `paused` (it waits for an answer, run by nobody); False if gone."""
         ...
 
     async def end_run(self, message_id: str) -> None:

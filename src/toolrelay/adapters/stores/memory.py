@@ -390,15 +390,23 @@ class MemoryStore:
         self._runs[message_id] = replace(run, state=plain_json(state), updated_at=self._now())
         return True
 
-    async def claim_run(self, message_id: str, *, owner: str) -> TurnRun | None:
+    async def claim_run(
+        self, message_id: str, *, owner: str, resumed: bool = True
+    ) -> TurnRun | None:
         run = self._runs.get(message_id)
         if run is None:
             return None
-        run = replace(
-            run, owner=owner, status="running", resumes=run.resumes + 1, updated_at=self._now()
-        )
+        resumes = run.resumes + 1 if resumed else run.resumes
+        run = replace(run, owner=owner, status="running", resumes=resumes, updated_at=self._now())
         self._runs[message_id] = run
         return copy.deepcopy(run)
+
+    async def pause_run(self, message_id: str) -> bool:
+        run = self._runs.get(message_id)
+        if run is None:
+            return False
+        self._runs[message_id] = replace(run, status="paused", updated_at=self._now())
+        return True
 
     async def end_run(self, message_id: str) -> None:
         self._runs.pop(message_id, None)

@@ -74,14 +74,27 @@ class RunRows:
             result = await session.execute(query)
         return bool(getattr(result, "rowcount", 0))
 
-    async def claim_run(self, message_id: str, *, owner: str) -> TurnRun | None:
+    async def claim_run(
+        self, message_id: str, *, owner: str, resumed: bool = True
+    ) -> TurnRun | None:
         async with self._write() as session:
             row = await session.get(TurnRunRow, message_id)
             if row is None:
                 return None
-            row.owner, row.resumes, row.updated_at = owner, row.resumes + 1, self._now()
-            row.status = "running"
+            row.owner, row.updated_at, row.status = owner, self._now(), "running"
+            if resumed:
+                row.resumes += 1
             return _run(row)
+
+    async def pause_run(self, message_id: str) -> bool:
+        query = (
+            update(TurnRunRow)
+            .where(TurnRunRow.message_id == message_id)
+            .values(status="paused", updated_at=self._now())
+        )
+        async with self._write() as session:
+            result = await session.execute(query)
+        return bool(getattr(result, "rowcount", 0))
 
     async def end_run(self, message_id: str) -> None:
         async with self._write() as session:

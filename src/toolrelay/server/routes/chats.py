@@ -269,8 +269,6 @@ async def tool_results(
     chat_id: str, body: ToolResultIn, svc: ServicesDep, user: UserDep
 ) -> dict[str, Any]:
     await _owned(svc, chat_id, user.id)
-    if not await svc.turns.running(chat_id):
-        raise APIError(409, "No turn is running in this chat.", code="no_turn_running")
     if body.approved is not None:
         message = {
             "op": "approval",
@@ -282,7 +280,8 @@ async def tool_results(
         message = {"op": "tool_result", "id": body.id, "result": body.result}
         if body.headers is not None:
             message["headers"] = body.headers
-    await svc.turns.answer(chat_id, message)
+    if not await svc.turns.answer(chat_id, message):
+        raise APIError(409, "No turn is running in this chat.", code="no_turn_running")
     return {"accepted": True}
 
 
