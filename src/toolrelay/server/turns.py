@@ -209,6 +209,12 @@ class TurnManager:
         if not leased and await self.bus.acquire(name, ttl=ttl) is None:
             return False  # its runner lives (or another worker took it first)
         try:
+            runs = await self.store.list_runs(chat_id=chat_id)
+            now = [r for r in runs if r.message_id == run.message_id]
+            if now and (now[0].status == "paused") != paused:  # it paused (or went on) since
+                if not held:
+                    await self.bus.end(name)
+                return False
             claimed = await self.store.claim_run(
                 run.message_id, owner=self.node, resumed=not paused
             )
