@@ -217,7 +217,11 @@ def test_drop_mid_stream_saves_failed_turn_with_partial_text(running: Running) -
         )
         assert deltas == "Once upon "
         final = events[-1][1]["data"]
-        assert (final["status"], final["content"]) == ("failed", "Once upon ")
+        assert final["status"] == "failed"
+        # the partial text went out in its item; the final event refers to it
+        done = [e["data"]["item"] for _, e in events if e["type"] == "response.output_item.done"]
+        assert done[-1]["content"][0]["text"] == "Once upon "
+        assert final["output"][-1] == {**final["output"][-1], "id": done[-1]["id"]}
         assert final["error"]["content"] == saved["error"]
         # the chat is not stuck: the next message runs and completes
         running.upstream.route(CHAT, story())

@@ -85,3 +85,22 @@ def test_the_202_comes_before_the_history_is_read(
         assert saved["content"] == "Fine."
         assert not waited_out
         assert running.upstream.requests[-1].json["messages"][-1]["content"] == "hello"
+
+
+def test_the_final_event_refers_to_the_items_sent(running: Running) -> None:
+    """On the chat's stream the answer's text goes out in its deltas and its item, not a
+    third time in `chat:completion`."""
+    pieces = [f"word{i} " for i in range(500)]
+    running.upstream.route(CHAT, SSEReply(chat_chunks(text=pieces)))
+    with running.client() as client:
+        chat_id = new_chat(client, model="fake")
+        client.post(f"/api/chats/{chat_id}/messages", json={"content": "talk"})
+        saved = wait_saved(client, chat_id)
+        events = [e for _, e in read_events(client, chat_id, last=0)]
+    done = [e["data"]["item"] for e in events if e["type"] == "response.output_item.done"]
+    assert done[-1]["content"][0]["text"] == "".join(pieces) == saved["content"]
+    (final,) = [e["data"] for e in events if e["type"] == "chat:completion" and e["data"]["done"]]
+    assert final["output"] == [
+        {"id": done[-1]["id"], "type": "message", "status": "completed", "ref": True}
+    ]
+    assert "content" not in final and final["status"] == "completed"

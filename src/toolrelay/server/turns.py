@@ -39,6 +39,7 @@ from toolrelay.server.durability import (
     keep_alive,
     repair_orphans,
 )
+from toolrelay.server.live_events import ItemReferences
 from toolrelay.server.resume import (
     Rebuilt,
     StoreCheckpoints,
@@ -76,10 +77,11 @@ class BusSink:
         self._bus = bus
         self._channel = channel(chat_id)
         self._recorder = recorder
+        self._refs = ItemReferences()
 
     async def emit(self, event: Event) -> None:
         self._recorder.feed(event)
-        await self._bus.publish(self._channel, event)
+        await self._bus.publish(self._channel, self._refs.feed(event))
 
 
 @dataclass(slots=True)
