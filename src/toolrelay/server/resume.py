@@ -21,6 +21,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from toolrelay.adapters.stores import Store, StoredMessage, TurnRun
 from toolrelay.engine.checkpoint import TurnState
 from toolrelay.engine.interfaces import Message, Tool
@@ -132,3 +134,26 @@ def expiry_text(timeout: float) -> str:
     hours = timeout / 3600
     span = f"{hours:g} h" if hours >= 1 else f"{timeout:g} s"
     return f"No answer came within {span} (pause_timeout); the turn ended, its output kept."
+
+
+def waiting_asks(state: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The questions a paused turn's saved state waits on: `{id, kind, name, arguments}`."""
+    waiting = state.get("waiting") or {}
+    asks = []
+    for item in state.get("output") or []:
+        call_id = item.get("call_id") if isinstance(item, Mapping) else None
+        if item.get("type") != "function_call" or call_id not in waiting:
+            continue
+        try:
+            arguments = orjson.loads(item.get("arguments") or "{}")
+        except orjson.JSONDecodeError:
+            arguments = {}
+        asks.append(
+            {
+                "id": call_id,
+                "kind": waiting[call_id],
+                "name": item.get("name"),
+                "arguments": arguments,
+            }
+        )
+    return asks

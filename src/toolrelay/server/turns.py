@@ -50,6 +50,7 @@ from toolrelay.server.resume import (
     resume_refusal,
     run_request,
     unfinished,
+    waiting_asks,
 )
 
 __all__ = ["BusSink", "Started", "TurnBusy", "TurnManager", "TurnNotStarted", "channel"]
@@ -154,6 +155,16 @@ class TurnManager:
             tags=reg.routes[route].tag_config(),
             prices=reg.routes[route].prices,
         )
+
+    async def waiting(self, chat_id: str) -> list[dict[str, Any]]:
+        """What a paused turn of the chat waits for: `{id, kind, name, arguments}` each (the
+        page asks again after a reload: the question is in the event log only)."""
+        return [
+            ask
+            for run in await self.store.list_runs(chat_id=chat_id)
+            if run.status == "paused" and run.state is not None
+            for ask in waiting_asks(run.state)
+        ]
 
     async def running(self, chat_id: str) -> bool:
         return chat_id in self._running or await self.bus.turn_running(channel(chat_id))
@@ -446,6 +457,8 @@ class TurnManager:
                 await on_done(result)
         except TurnPaused as waiting:  # saved: no task, no memory held until it is answered
             paused = waiting
+            with contextlib.suppress(Exception):  # what a reload shows meanwhile
+                await self.store.checkpoint_turn(chat_id, message_id, recorder.turn("in_progress"))
         except asyncio.CancelledError:
             pass  # the partial turn was saved by the engine
         except Exception as exc:  # never lose a turn silently

@@ -290,7 +290,7 @@ async def tool_results(
 )
 async def cancel(chat_id: str, svc: ServicesDep, user: UserDep) -> dict[str, Any]:
     await _owned(svc, chat_id, user.id)
-    cancelled = await svc.turns.running(chat_id) and await svc.turns.cancel(chat_id)
+    cancelled = await svc.turns.cancel(chat_id)  # a running turn, or a paused one
     return {"cancelled": cancelled}
 
 
@@ -352,10 +352,10 @@ async def _opening(svc: Services, chat_id: str, resume: int | None) -> tuple[byt
     if start is None:
         start = await svc.bus.turn_start(name) if running else await svc.bus.last_seq(name)
     messages, more = await message_page(svc, chat_id, before=None, limit=SNAPSHOT_MESSAGES)
-    snapshot = Event(
-        "chat:snapshot",
-        {"messages": [message_json(m) for m in messages], "running": running, "more": more},
-    )
+    data = {"messages": [message_json(m) for m in messages], "running": running, "more": more}
+    if not running and (waiting := await svc.turns.waiting(chat_id)):
+        data["waiting"] = waiting  # a paused turn's questions (approvals, client tools)
+    snapshot = Event("chat:snapshot", data)
     return _frame(start, snapshot), start
 
 

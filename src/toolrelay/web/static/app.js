@@ -311,6 +311,14 @@ function onEvent(event) {
   }
 }
 
+// A turn paused for an answer (saved on the server, run by nobody): its questions again.
+function askAgain(view, waiting) {
+  for (const ask of waiting) {
+    if (ask.kind === "approval") view.approval({ id: ask.id, name: ask.name, arguments: ask.arguments });
+    else view.clientTool({ id: ask.id, name: ask.name, params: ask.arguments });
+  }
+}
+
 function isTurnEvent(type) {
   return type.startsWith("response.") || type === "chat:completion" || type === "chat:message:error" ||
     type === "source" || type.startsWith("tool:") || type === "execute:tool" || type === "chat:turn:resumed";
@@ -347,6 +355,9 @@ function showSnapshot(data) {
     }
   });
   if (unanswered) startTurnView();
+  if (!data.running && last && last.status === "in_progress" && state.lastTurn) {
+    askAgain(state.lastTurn, data.waiting || []); // paused: saved, waiting for this answer
+  }
   state.settling = Boolean(data.running) && !writing && !unanswered;
   setRunning(writing || unanswered);
   stickToBottom(true);
