@@ -3,12 +3,15 @@ over a real server, and the translation of each event that differs (`core.owui_e
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import httpx2
 import orjson
 
+from tests.patience import HANG
 from tests.server.conftest import Running, ServerThread, make_settings
 from tests.server.test_chats_api import new_chat, read_events, wait_saved
 from toolrelay.config.settings import ModelRoute
@@ -22,31 +25,41 @@ from toolrelay.testing.wire import ToolCallSpec, chat_chunks
 CHAT = "/v1/chat/completions"
 
 
-def _owui_events(client: httpx2.Client, chat_id: str) -> list[dict[str, Any]]:
+def _owui_events(
+    client: httpx2.Client, chat_id: str, last: int = 0, seen: threading.Event | None = None
+) -> list[dict[str, Any]]:
+    """Frames to the stream's end; `seen` is set once a turn's event has arrived."""
     out = []
     decoder = SSEDecoder()
     url = f"/api/chats/{chat_id}/events?format=openwebui"
-    with client.stream("GET", url, headers={"Last-Event-ID": "0"}) as response:
+    with client.stream("GET", url, headers={"Last-Event-ID": str(last)}) as response:
         assert response.status_code == 200
         for chunk in response.iter_bytes():
             out += [orjson.loads(frame.data) for frame in decoder.feed(chunk)]
+            if seen is not None and any(f["data"]["type"] == "response:completion" for f in out):
+                seen.set()
     return out
 
 
 def test_a_turn_in_open_webui_form(running: Running) -> None:
+    """Read live: a finished turn's replay has no deltas left (event retention)."""
+    seen = threading.Event()
     running.upstream.route(
         CHAT,
         SSEReply(chat_chunks(tool_calls=[ToolCallSpec("add", {"a": 1, "b": 2})])),
-        SSEReply(chat_chunks(text=["Three", "."])),
+        SSEReply(chat_chunks(text=["Three", "."]), holds={0: seen}),
     )
-    with running.client() as client:
+    with running.client() as client, ThreadPoolExecutor(1) as pool:
         chat_id = new_chat(client, model="fake")
         posted = client.post(f"/api/chats/{chat_id}/messages", json={"content": "1+2?"})
         assert posted.status_code == 202
+        reading = pool.submit(_owui_events, client, chat_id, 0, seen)
+        frames = reading.result(timeout=HANG)
         saved = wait_saved(client, chat_id)
-        frames = _owui_events(client, chat_id)
+    assert all(set(f) == {"chat_id", "message_id", "data"} for f in frames)  # snapshot too
+    assert frames[0]["data"]["type"] == "chat:snapshot"
+    assert frames[0]["data"]["data"]["messages"][-1]["id"] == frames[0]["message_id"]
     turn = [f for f in frames if f.get("data", {}).get("type") != "chat:snapshot"]
-    assert all(set(f) == {"chat_id", "message_id", "data"} for f in turn)
     assert {f["chat_id"] for f in turn} == {chat_id}
     assert {f["message_id"] for f in turn} == {saved["id"]}
     kinds = [f["data"]["type"] for f in turn]
@@ -57,6 +70,7 @@ def test_a_turn_in_open_webui_form(running: Running) -> None:
     assert kinds[done + 1] == "chat:active" and turn[done + 1]["data"]["data"] == {"active": False}
     final = turn[done]["data"]["data"]
     assert "title" in final and final["content"] == "Three."
+    assert final["output"] == saved["output"]  # whole items, no references
     deltas = [
         f["data"]["data"]
         for f in turn
@@ -99,5 +113,43 @@ def test_a_route_can_make_open_webui_the_default(tmp_path: Path, upstream: FakeM
         assert c.post(f"/api/chats/{chat_id}/messages", json={"content": "hi"}).status_code == 202
         wait_saved(c, chat_id)
         plain = read_events(c, chat_id, last=0)
-    kinds = [e["data"]["type"] for _, e in plain if "chat_id" in e]  # enveloped, unasked
+    assert all("chat_id" in e for _, e in plain)  # enveloped, unasked
+    kinds = [e["data"]["type"] for _, e in plain if e["data"]["type"] != "chat:snapshot"]
     assert kinds[0] == "chat:active" and "response:completion" in kinds
+
+
+def test_the_final_events_item_references_become_whole_items() -> None:
+    """The chat stream's final event refers to items its output_item.done events sent
+    (`server.live_events`); Open WebUI's front end replaces the message with the final
+    event's output and content, so both are made whole again."""
+    text = [{"type": "output_text", "text": "Hi."}]
+    item: dict[str, Any] = {"id": "m", "type": "message", "status": "completed", "content": text}
+    call: dict[str, Any] = {"id": "c", "type": "function_call", "status": "completed", "name": "f"}
+    refs: list[Any] = [{"id": "m", "type": "message", "status": "completed", "ref": True}]
+    final = Event(ev.CHAT_COMPLETION, {"done": True, "output": refs + [call]})
+    owui = OpenWebUIEvents()
+    owui.feed(Event(ev.OUTPUT_ITEM_DONE, {"output_index": 0, "item": item}))
+    assert not owui.unresolved(final)
+    done = [e.data for e in owui.feed(final) if e.type == ev.CHAT_COMPLETION][0]
+    assert done["output"] == [item, call] and done["content"] == "Hi."
+    late = OpenWebUIEvents()  # resumed after the item's done event: told by the saved message
+    assert late.unresolved(final)
+    late.remember([item])
+    done = [e.data for e in late.feed(final) if e.type == ev.CHAT_COMPLETION][0]
+    assert done["output"] == [item, call] and done["content"] == "Hi."
+
+
+def test_a_resumed_open_webui_subscriber_gets_the_whole_final_event(running: Running) -> None:
+    running.upstream.route(CHAT, SSEReply(chat_chunks(text=["Hel", "lo."])))
+    with running.client() as client:
+        chat_id = new_chat(client, model="fake")
+        assert client.post(f"/api/chats/{chat_id}/messages", json={"content": "hi"}).status_code
+        saved = wait_saved(client, chat_id)
+        plain = read_events(client, chat_id, last=0)
+        done_at = [s for s, e in plain if e["type"] == ev.OUTPUT_ITEM_DONE][-1]
+        final = [e for _, e in plain if e["type"] == ev.CHAT_COMPLETION and e["data"]["done"]]
+        assert final[0]["data"]["output"][0].get("ref") is True  # what the plain stream sends
+        frames = _owui_events(client, chat_id, last=done_at)  # the item went before
+    found = [f["data"]["data"] for f in frames if f["data"]["type"] == ev.CHAT_COMPLETION]
+    whole = [d for d in found if d.get("done")]
+    assert whole[0]["output"] == saved["output"] and whole[0]["content"] == "Hello."

@@ -336,9 +336,12 @@ def _event_number(value: str) -> int:
     return MAX_INT64 if len(value) > 19 else min(int(value), MAX_INT64)
 
 
-async def _opening(svc: Services, chat_id: str, resume: int | None) -> tuple[bytes | None, int]:
+async def _opening(
+    svc: Services, chat_id: str, resume: int | None, owui: OpenWebUIEvents | None
+) -> tuple[bytes | None, int]:
     """The snapshot frame a subscriber starts with (None: it resumes exactly), and the
-    seq its events follow."""
+    seq its events follow. In Open WebUI's form it is enveloped like every other frame
+    (`message_id`: the chat's last message)."""
     name = channel(chat_id)
     start: int | None = None
     if resume is not None:
@@ -356,7 +359,10 @@ async def _opening(svc: Services, chat_id: str, resume: int | None) -> tuple[byt
     if not running and (waiting := await svc.turns.waiting(chat_id)):
         data["waiting"] = waiting  # a paused turn's questions (approvals, client tools)
     snapshot = Event("chat:snapshot", data)
-    return _frame(start, snapshot), start
+    if owui is None:
+        return _frame(start, snapshot), start
+    owui.message_id = messages[-1].id if messages else None
+    return _owui_frame(start, owui.envelope(chat_id, snapshot), snapshot.type), start
 
 
 def _frame(seq: int, event: Event) -> bytes:
@@ -379,11 +385,16 @@ async def _owui_frames(
     if owui.starting:  # a turn's first event: its message is the chat's last
         last, _ = await message_page(svc, chat_id, before=None, limit=1)
         owui.message_id = last[-1].id if last else None
-    frames = b""
-    for found in owui.feed(event):
-        data = orjson.dumps(owui.envelope(chat_id, found))
-        frames += b"id: %d\nevent: %s\ndata: %s\n\n" % (seq, found.type.encode(), data)
-    return frames
+    if owui.unresolved(event):  # resumed after some items' done events: the saved ones
+        last, _ = await message_page(svc, chat_id, before=None, limit=1)
+        owui.remember(last[-1].output if last else [])
+    found = owui.feed(event)
+    return b"".join(_owui_frame(seq, owui.envelope(chat_id, e), e.type) for e in found)
+
+
+def _owui_frame(seq: int, envelope: dict[str, Any], kind: str) -> bytes:
+    data = orjson.dumps(envelope)
+    return b"id: %d\nevent: %s\ndata: %s\n\n" % (seq, kind.encode(), data)
 
 
 async def _sse(
@@ -396,7 +407,7 @@ async def _sse(
     name = channel(chat_id)
     if not await svc.turns.running(chat_id):
         await svc.turns.settle(chat_id)  # a dead worker's turn, its lease run out
-    opening, resume = await _opening(svc, chat_id, resume)
+    opening, resume = await _opening(svc, chat_id, resume, owui)
     if opening is not None:
         yield opening
     queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=1000)
