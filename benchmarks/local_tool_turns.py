@@ -28,7 +28,7 @@ import argparse
 import asyncio
 import json
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -42,6 +42,9 @@ from toolrelay.core.text_tool_calls import parse_text_calls
 from toolrelay.engine.interfaces import ModelRequest, ModelStream
 from toolrelay.engine.limits import RunLimits
 from toolrelay.engine.relay import Relay
+from toolrelay.engine.tool_select import SELECT_PROMPT
+
+WEIGHTS = {"0.5b": QWEN_CODER_05B}
 
 # --- the tools: each answer holds a fact only the tool knows -------------------------------
 
@@ -134,6 +137,16 @@ def calculator(expression: str) -> str:
     return "3712401" if "48213" in expression else "42"
 
 
+@tool
+def flight_status(flight: str) -> str:
+    """The status of a flight today.
+
+    Args:
+        flight: The flight number, e.g. "LH 400".
+    """
+    return f"{flight.upper()}: delayed 35 minutes, gate B22"
+
+
 TOOLS = [
     get_weather,
     get_stock_price,
@@ -143,6 +156,7 @@ TOOLS = [
     get_population,
     on_call_engineer,
     calculator,
+    flight_status,
 ]
 
 
@@ -150,6 +164,7 @@ TOOLS = [
 class Case:
     prompt: str
     tool: str
+    """The tool the question needs; "" for a plain question, to be answered as text."""
     facts: tuple[str, ...]
     """Any one of these in the final answer shows it used the result."""
 
@@ -167,6 +182,12 @@ CASES = [
     Case("What is 48213 * 77? Use the calculator.", "calculator", ("3712401", "3,712,401")),
     Case("Tell me the current weather in Paris, please.", "get_weather", ("PAR-7391", "14")),
     Case("I need the MSFT share price.", "get_stock_price", ("187.42",)),
+    Case("Is flight LH 400 on time?", "flight_status", ("35", "B22")),
+    # plain questions: answered as text, no call, whatever tools are offered
+    Case("Say hi.", "", ()),
+    Case("Name three colours.", "", ()),
+    Case("What does HTTP stand for?", "", ()),
+    Case("Write one sentence about the sea.", "", ()),
 ]
 
 # --- variants: how this turn's items go back to the model ----------------------------------
@@ -241,6 +262,9 @@ class Variant:
     tools_after_result: bool = True
     retry: bool = False
     """A call repeating an answered one is dropped and the round re-asked without tools."""
+    select: bool = False
+    """The loop's tool-selection step (`tool_choice_step`, `engine.tool_select`)."""
+    max_tools: int = 2
 
 
 VARIANTS = {
@@ -248,6 +272,8 @@ VARIANTS = {
     for v in [
         Variant("current", retry=False),
         Variant("shipped", render="as-is", retry=True),
+        Variant("select", render="as-is", retry=True, select=True),
+        Variant("select1", render="as-is", retry=True, select=True, max_tools=1),
         Variant("shipped-notools", render="as-is", retry=True, tools_after_result=False),
         Variant("native-notools", tools_after_result=False),
         Variant("native-hint", hint=True),
@@ -343,16 +369,24 @@ KIND = {"function_call": "c", "function_call_output": "o", "message": "m"}
 def score(
     case: Case, result_output: list[dict[str, Any]], text: str, sent: list[dict[str, Any]]
 ) -> dict[str, Any]:
+    """`answered`: for a tool question, prose holding the result's fact; for a plain
+    question, prose and no call at all (`called` then means a call was made)."""
+    sent = [b for b in sent if not is_selection(b)]
     calls = [i for i in result_output if is_call(i)]
+    final = text.strip()
+    as_call = bool(final) and bool(parse_text_calls(final, [t.spec.name for t in TOOLS]))
+    ended_on_call = bool(result_output) and result_output[-1].get("type") != "message"
+    repeated = ended_on_call or as_call or '"name"' in final
+    kinds = "".join(KIND.get(i["type"], "?") for i in result_output)
+    if not case.tool:
+        text_answer = bool(final) and not calls and not repeated and not final.startswith("{")
+        common = {"reached": False, "repeated": repeated, "rounds": len(sent)}
+        return {"called": bool(calls), "answered": text_answer, **common, "extra": {"kinds": kinds}}
     called = bool(calls) and result_output[0].get("type") == "function_call"
     called = called and calls[0].get("name") == case.tool
     reached = len(sent) >= 2 and any(
         f in json.dumps(sent[1]["messages"], ensure_ascii=False) for f in case.facts[:1]
     )
-    final = text.strip()
-    as_call = bool(final) and bool(parse_text_calls(final, [t.spec.name for t in TOOLS]))
-    ended_on_call = bool(result_output) and result_output[-1].get("type") != "message"
-    repeated = ended_on_call or as_call or '"name"' in final
     low = final.lower()
     answered = bool(final) and not repeated and any(f.lower() in low for f in case.facts)
     return {
@@ -361,14 +395,24 @@ def score(
         "answered": answered,
         "repeated": repeated,
         "rounds": len(sent),
-        "extra": {"kinds": "".join(KIND.get(i["type"], "?") for i in result_output)},
+        "extra": {"kinds": kinds},
     }
 
 
-def offered_tools(case: Case) -> list[Any]:
-    """The case's tool and one other (fewer tokens of prompt than all eight)."""
-    other = get_time if case.tool != "get_time" else get_weather
-    return [t for t in TOOLS if t.spec.name == case.tool] + [other]
+def is_selection(body: Mapping[str, Any]) -> bool:
+    """A request of the tool-selection step (`engine.tool_select`), not of the turn proper."""
+    messages = body.get("messages") or []
+    return bool(messages) and str(messages[0].get("content", "")).startswith(SELECT_PROMPT[:40])
+
+
+def offered_tools(index: int, count: int) -> list[Any]:
+    """`count` tools: the case's own and the ones after it in `TOOLS` (wrapping round), in
+    `TOOLS` order; a plain question gets `count` tools starting at a place its index picks."""
+    case = CASES[index]
+    names = [t.spec.name for t in TOOLS]
+    start = names.index(case.tool) if case.tool else index % len(TOOLS)
+    picked = {(start + k) % len(TOOLS) for k in range(min(count, len(TOOLS)))}
+    return [t for k, t in enumerate(TOOLS) if k in picked]
 
 
 async def run_one(
@@ -378,14 +422,21 @@ async def run_one(
     temperature: float,
     seed: int,
     tokens: int,
-    all_tools: bool = False,
+    count: int,
 ) -> Score:
     case = CASES[index]
     model = Recording(client, variant)
     # One round of tools (two with `retry`): what follows the first result is what counts.
     limits = RunLimits(max_iterations=2 if variant.retry else 1, repeat_warn=0)
-    offered = TOOLS if all_tools else offered_tools(case)
-    relay = Relay(model, offered, limits=limits, text_tool_calls=True, tasks=())
+    relay = Relay(
+        model,
+        offered_tools(index, count),
+        limits=limits,
+        text_tool_calls=True,
+        tasks=(),
+        tool_choice_step=variant.select,
+        max_tools_per_call=variant.max_tools,
+    )
     params = {"temperature": temperature, "seed": seed, "max_tokens": tokens}
     started = time.perf_counter()
     result = await relay.run(case.prompt, params=params)
@@ -396,6 +447,7 @@ async def run_one(
         [i["type"], i.get("name"), i.get("arguments") or i.get("output") or result.text]
         for i in output
     ]
+    got["extra"]["tools"] = count
     return Score(
         variant.name,
         index,
@@ -407,51 +459,73 @@ async def run_one(
     )
 
 
+def _rate(scores: list[Score]) -> str:
+    return f"{sum(s.answered for s in scores)}/{len(scores)}" if scores else "-"
+
+
 def table(scores: list[Score]) -> str:
-    rows = ["variant              n  called reached answered repeated  rounds"]
-    names = list(dict.fromkeys(s.variant for s in scores))
-    for name in names:
-        mine = [s for s in scores if s.variant == name]
-        n = len(mine)
-
-        def pct(pick: Callable[[Score], bool], of: list[Score] = mine) -> str:
-            return f"{sum(map(pick, of)) / max(1, len(of)):7.0%}"
-
-        t0 = [s for s in mine if s.temperature == 0]
+    """One row per variant, tools offered and run (temperature, seed): tool questions
+    answered with the result's fact, plain questions answered as text, s per turn."""
+    rows = [
+        "variant            tools  T    seed  tool turns answered  plain as text  "
+        "first call right  s/turn"
+    ]
+    keys = list(dict.fromkeys((s.variant, s.extra["tools"], s.temperature, s.seed) for s in scores))
+    for variant, tools, temperature, seed in keys:
+        mine = [
+            s
+            for s in scores
+            if (s.variant, s.extra["tools"], s.temperature, s.seed)
+            == (variant, tools, temperature, seed)
+        ]
+        need = [s for s in mine if CASES[s.case].tool]
+        plain = [s for s in mine if not CASES[s.case].tool]
+        called = f"{sum(s.called for s in need)}/{len(need)}"
         rows.append(
-            f"{name:18} {n:3} {pct(lambda s: s.called)} {pct(lambda s: s.reached)}  "
-            f"{pct(lambda s: s.answered)} {pct(lambda s: s.repeated)} "
-            f"{sum(s.rounds for s in mine) / max(1, n):6.2f}"
-            f"   (T=0: answered {pct(lambda s: s.answered, t0)})"
+            f"{variant:18} {tools:5}  {temperature:<4} {seed:4}  {_rate(need):>19}  "
+            f"{_rate(plain):>13}  {called:>16}  {sum(s.seconds for s in mine) / len(mine):6.1f}"
+        )
+    rows.append("")
+    rows.append("totals over runs:")
+    for variant, tools in dict.fromkeys((s.variant, s.extra["tools"]) for s in scores):
+        mine = [s for s in scores if (s.variant, s.extra["tools"]) == (variant, tools)]
+        need = [s for s in mine if CASES[s.case].tool]
+        plain = [s for s in mine if not CASES[s.case].tool]
+        rows.append(
+            f"{variant:18} {tools:5}  tool turns {_rate(need):>7}  plain {_rate(plain):>6}  "
+            f"{sum(s.seconds for s in mine) / len(mine):5.1f} s/turn"
         )
     return "\n".join(rows)
 
 
 async def main_async(args: argparse.Namespace) -> list[Score]:
-    path, _ = ensure_weights(QWEN_CODER_05B, Path(args.models))
-    server = LlamaServer(
-        path, LlamaOptions(threads=args.threads, ctx=8192, alias=QWEN_CODER_05B.name)
-    )
+    weights = WEIGHTS[args.weights]
+    path = Path(args.gguf) if args.gguf else ensure_weights(weights, Path(args.models))[0]
+    server = LlamaServer(path, LlamaOptions(threads=args.threads, ctx=8192, alias=path.stem))
     client = OpenAIChat(base_url=server.base_url, model="local", api_key=server.api_key)
     runs = [(0.0, 0)] + [(0.7, s) for s in range(1, args.seeds + 1)]
-    cases = range(len(CASES)) if args.cases is None else map(int, args.cases.split(","))
+    cases = list(range(len(CASES))) if args.cases is None else map(int, args.cases.split(","))
+    cases = list(cases)
+    counts = [int(n) for n in args.tools.split(",")]
     scores: list[Score] = []
     try:
         for temperature, seed in runs:
-            for i in cases if isinstance(cases, range) else list(cases):
-                for name in args.variants.split(","):
-                    s = await run_one(
-                        client, VARIANTS[name], i, temperature, seed, args.tokens, args.all_tools
-                    )
-                    scores.append(s)
-                    print(
-                        f"{name:18} #{i:<2} T={temperature} seed={seed} "
-                        f"{'C' if s.called else '-'}{'R' if s.reached else '-'}"
-                        f"{'A' if s.answered else '-'}{'P' if s.repeated else '-'} "
-                        f"{s.seconds:5.1f}s {s.extra['kinds']:6} {s.final[:90]!r}",
-                        flush=True,
-                    )
-                    print("    ", json.dumps(s.extra["items"], ensure_ascii=False), flush=True)
+            for count in counts:
+                for i in cases:
+                    for name in args.variants.split(","):
+                        s = await run_one(
+                            client, VARIANTS[name], i, temperature, seed, args.tokens, count
+                        )
+                        scores.append(s)
+                        print(
+                            f"{name:18} tools={count} #{i:<2} T={temperature} seed={seed} "
+                            f"{'C' if s.called else '-'}{'R' if s.reached else '-'}"
+                            f"{'A' if s.answered else '-'}{'P' if s.repeated else '-'} "
+                            f"{s.seconds:5.1f}s {s.extra['kinds']:6} {s.final[:90]!r}",
+                            flush=True,
+                        )
+                        if args.verbose:
+                            print("    ", json.dumps(s.extra["items"], ensure_ascii=False))
     finally:
         await client.aclose()
         server.close()
@@ -459,19 +533,22 @@ async def main_async(args: argparse.Namespace) -> list[Score]:
 
 
 def run(quick: bool = False) -> None:
-    argv = ["--seeds", "0", "--cases", "0,3,6"] if quick else []
+    argv = ["--seeds", "0", "--cases", "0,3,6,13", "--tools", "9"] if quick else []
     main(argv)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.local_tool_turns")
-    parser.add_argument("--variants", default=",".join(VARIANTS))
-    parser.add_argument("--seeds", type=int, default=2)
+    parser.add_argument("--variants", default="shipped,select")
+    parser.add_argument("--seeds", type=int, default=2, help="runs at temperature 0.7")
+    parser.add_argument("--tools", default="1,3,9", help="tools offered per turn (1-9)")
     parser.add_argument("--cases", default=None, help="comma-separated case indexes")
-    parser.add_argument("--tokens", type=int, default=48, help="max_tokens per response")
+    parser.add_argument("--tokens", type=int, default=64, help="max_tokens per response")
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--all-tools", action="store_true", help="offer all eight tools")
+    parser.add_argument("--weights", default="0.5b", choices=sorted(WEIGHTS))
+    parser.add_argument("--gguf", default=None, help="a GGUF file to load instead")
     parser.add_argument("--models", default=str(Settings().data_dir / "models"))
+    parser.add_argument("--verbose", action="store_true", help="print every turn's items")
     parser.add_argument("--out", default=None, help="write every run as JSON")
     args = parser.parse_args(argv)
     scores = asyncio.run(main_async(args))

@@ -85,6 +85,7 @@ def test_the_route_points_at_the_private_server_with_its_key(
         KEY_ENV,
     )
     assert route.text_tool_calls  # the model writes its calls as text
+    assert route.tool_choice_step  # it picks its tools first (engine.tool_select)
     assert (route.params, route.overridable) == ({"max_tokens": 1024}, ["max_tokens"])
     monkeypatch.setenv(KEY_ENV, "k" * 32)
     registry = build_registry(Settings(data_dir=tmp_path))

@@ -1,4 +1,5 @@
-"""`text_tool_calls` on a model route: off unless asked for, on for the `local` route."""
+"""`text_tool_calls` and `tool_choice_step` on a model route: off unless asked for, on for
+the `local` route."""
 
 from __future__ import annotations
 
@@ -21,6 +22,13 @@ def test_on_for_the_local_route_unless_turned_off() -> None:
     assert LOCAL_ROUTE == "local"
     assert route("local").text_tool_calls is True
     assert route("local", text_tool_calls=False).text_tool_calls is False
+
+
+def test_the_tool_choice_step_is_on_for_the_local_route_only() -> None:
+    assert (route("gpt").tool_choice_step, route("gpt").max_tools_per_call) == (False, 2)
+    assert route("local").tool_choice_step is True
+    assert route("local", tool_choice_step=False).tool_choice_step is False
+    assert route("gpt", tool_choice_step=True, max_tools_per_call=1).max_tools_per_call == 1
 
 
 def test_read_from_the_config_file(tmp_path: Path) -> None:

@@ -31,7 +31,15 @@ CALL = '```json\n{"name": "add", "arguments": {"a": 2, "b": 3}}\n```'
 @pytest.fixture
 def running(tmp_path: Path, upstream: FakeModelServer) -> Iterator[Running]:
     routes = [
-        ModelRoute(name="local", base_url=upstream.base_url, model="qwen"),
+        # the step that picks tools first (engine.tool_select) has its own test below
+        ModelRoute(name="local", base_url=upstream.base_url, model="qwen", tool_choice_step=False),
+        ModelRoute(
+            name="picky",
+            base_url=upstream.base_url,
+            model="qwen",
+            text_tool_calls=True,
+            tool_choice_step=True,
+        ),
         ModelRoute(name="plain", base_url=upstream.base_url, model="qwen"),
         ModelRoute(
             name="small-responses",
@@ -76,6 +84,22 @@ def test_local_route_runs_a_call_written_as_text(running: Running) -> None:
         "role": "user",
         "content": "Result of add: 5\nAnswer my question using this result.",
     }
+
+
+def test_a_route_with_the_tool_choice_step_offers_only_the_chosen_tool(
+    running: Running,
+) -> None:
+    """The route's `tool_choice_step` reaches the loop: the model is asked first, without
+    tools, and the turn is offered only the tool it named."""
+    picked = SSEReply(chat_chunks(text=["add"]))
+    running.upstream.route(CHAT, picked, written_call(), answer())
+    done = sdk(running).chat.completions.create(
+        model="picky", messages=[{"role": "user", "content": "2+3?"}]
+    )
+    assert done.choices[0].message.content == "The sum is 5."
+    select, first, _ = (r.json for r in running.upstream.requests)
+    assert not select.get("tools") and "add" in select["messages"][0]["content"]
+    assert [t["function"]["name"] for t in first["tools"]] == ["add"]
 
 
 def test_local_route_streams_only_the_answer(running: Running) -> None:

@@ -80,6 +80,9 @@ class ChatSetup:
     """Answers `tool:approval`: (approved, reason). None rejects."""
     text_tool_calls: bool = False
     """The route's `text_tool_calls`: calls the model writes as text run as real calls."""
+    tool_choice_step: bool = False
+    """The route's `tool_choice_step`: the model first picks the tools a turn is offered."""
+    max_tools_per_call: int = 2
     tags: TagConfig = dataclasses.field(default_factory=TagConfig)
     """The route's `reasoning_tags`: which inline tags become reasoning."""
 
@@ -246,6 +249,9 @@ def _route_setup(choice: ModelChoice, file_tools: list[Tool | ToolSource]) -> Ch
         close,
         name,
         text_tool_calls=route.text_tool_calls and (embedded is None or embedded.text_tool_calls),
+        # the embedded model of a running server: its turns' step is the server's to take
+        tool_choice_step=route.tool_choice_step and (embedded is None or embedded.text_tool_calls),
+        max_tools_per_call=route.max_tools_per_call,
         tags=route.tag_config(),
     )
 

@@ -151,6 +151,8 @@ class ChatRun:
             tasks=(),
             name=setup.name,
             text_tool_calls=setup.text_tool_calls,
+            tool_choice_step=setup.tool_choice_step,
+            max_tools_per_call=setup.max_tools_per_call,
             code_interpreter=self.code_runner,
             tags=setup.tags,
         )

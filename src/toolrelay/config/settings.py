@@ -119,6 +119,14 @@ class ModelRoute(BaseModel):
     (`core.text_tool_calls`), whatever the route's `kind`, except with `stateful` (refused).
     Unset: on for the route named `local` (the embedded small model writes its calls that
     way), off for every other route."""
+    tool_choice_step: bool = False
+    """Before a turn's first model call the model is asked, without tools, which of the
+    offered tools the user's message needs (at most `max_tools_per_call`, or none), and the
+    turn is offered only those (`engine.tool_select`): a small model offered many tools
+    otherwise answers with JSON and calls a tool for "Say hi.". Unset: on for the route
+    named `local`, off for every other route."""
+    max_tools_per_call: int = Field(default=2, ge=1)
+    """With `tool_choice_step`: the most tools a turn is offered after the step."""
     prices: dict[str, float] | None = None
     """`{input = …, output = …}` per million tokens: each turn's `cost` (budgets, /metrics)."""
     events: Literal["toolrelay", "openwebui"] = "toolrelay"
@@ -176,6 +184,8 @@ class ModelRoute(BaseModel):
             data = {**data, "reasoning_replay": replay}
         if isinstance(data, dict) and "text_tool_calls" not in data:
             data = {**data, "text_tool_calls": data.get("name") == LOCAL_ROUTE}
+        if isinstance(data, dict) and "tool_choice_step" not in data:
+            data = {**data, "tool_choice_step": data.get("name") == LOCAL_ROUTE}
         return data
 
     @field_validator("max_response_bytes", mode="before")

@@ -18,7 +18,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, assert_never
 
@@ -85,6 +85,7 @@ from toolrelay.engine.observer import ModelCall, Observer, TurnObserver, TurnSta
 from toolrelay.engine.pending import PendingCalls
 from toolrelay.engine.text_call_rounds import answered_again, text_call_request
 from toolrelay.engine.tool_runner import BatchOutcome, RepeatsStopped, ToolEnv, run_batch
+from toolrelay.engine.tool_select import select_tools
 from toolrelay.errors import ProviderError
 
 log = logging.getLogger(__name__)
@@ -115,6 +116,11 @@ class TurnSetup:
     """Tool names whose calls end the turn unexecuted (client runs them)."""
     text_tool_calls: bool = False
     """Calls to offered tools that the model writes as text become real calls (issue 14)."""
+    tool_choice_step: bool = False
+    """Before the first model call, the model picks the tools the turn is offered
+    (`engine.tool_select`, issue 28): for small models offered many tools."""
+    max_tools_per_call: int = 2
+    """With `tool_choice_step`: at most this many tools are offered."""
     clock: Callable[[], float] = time.monotonic
     context_tokens: int | None = None
     """Tokens the model reads: each request's history is trimmed to fit (`engine.context_fit`)."""
@@ -167,6 +173,8 @@ class Turn:
             if setup.tool_specs is None
             else setup.tool_specs
         )
+        self._offered: Collection[str] = setup.tools.keys()
+        """Names a call written as text may use: every tool, or the selection's."""
         self._replay = ChatReplay()
         self._fit = (
             ContextFit(setup.context_tokens, specs=self._tool_specs, params=setup.params)
@@ -226,8 +234,7 @@ class Turn:
     async def _loop(self) -> RunResult:
         new_from = 0
         with_tools = True
-        if self.setup.resume is not None:
-            await self._resume(self.setup.resume)
+        await self._begin()
         while True:
             await self._refilter()
             read = await self._read(self._request(new_from, with_tools=with_tools))
@@ -260,6 +267,30 @@ class Turn:
                     )
                 case _:
                     assert_never(outcome)
+
+    async def _begin(self) -> None:
+        """A resumed turn goes on from its saved state; a new one may first pick its tools."""
+        if self.setup.resume is not None:
+            await self._resume(self.setup.resume)
+        elif self.setup.tool_choice_step:
+            await self._select_tools()
+
+    async def _select_tools(self) -> None:
+        """Offer the turn only the tools the model says it needs (`engine.tool_select`)."""
+        setup = self.setup
+        if not self._tool_specs or setup.params.get("tool_choice", "auto") != "auto":
+            return
+        start = setup.clock()
+        chosen = await select_tools(
+            setup.model,
+            setup.messages,
+            self._tool_specs,
+            setup.params,
+            setup.max_tools_per_call,
+        )
+        self._tool_specs, self._offered = chosen.specs, frozenset(chosen.names)
+        step = {"step": "select_tools", "s": round(setup.clock() - start, 4)}
+        self.steps.append({**step, "tools": chosen.names, "fallback": chosen.fallback})
 
     async def _refilter(self) -> None:
         """Inlets on each later model call (`Relay`'s `_Inlets`): from the client's history."""
@@ -350,7 +381,7 @@ class Turn:
             offset=len(self.output),
             quiet=self.emitter.quiet,
             call_ids=self._used_call_ids(request.messages),
-            text_tools=callable_names(setup.tools, request.params.get("tool_choice"))
+            text_tools=callable_names(self._offered, request.params.get("tool_choice"))
             if setup.text_tool_calls and request.tools
             else (),
         )

@@ -61,6 +61,8 @@ class Relay:
         capabilities: Mapping[str, Any] | None = None,
         builtin_tools: Mapping[str, Any] | None = None,
         text_tool_calls: bool = False,
+        tool_choice_step: bool = False,
+        max_tools_per_call: int = 2,
         observer: Observer | None = None,
         context_tokens: int | None = None,
         prices: Mapping[str, float] | None = None,
@@ -75,6 +77,9 @@ class Relay:
         `code_tool`, the native `execute_code` tool, both behind the same five gates.
         `text_tool_calls`: a model that writes its tool calls as JSON text in its
         answer (small local models) gets them run as real calls (`core.text_tool_calls`).
+        `tool_choice_step`: before each turn's first model call the model is asked which
+        tools (at most `max_tools_per_call`, or none) the user's message needs, and only
+        those are offered (`engine.tool_select`; for small models offered many tools).
         `observer` watches each turn (logs, metrics, traces: `engine.observer`).
         `context_tokens`: how many tokens the model reads (unset: the client's own
         `context_tokens`, a route's setting, if any); a longer history is trimmed by
@@ -102,6 +107,8 @@ class Relay:
         self.capabilities = capabilities
         self.builtin_tools = builtin_tools
         self.text_tool_calls = text_tool_calls
+        self.tool_choice_step = tool_choice_step
+        self.max_tools_per_call = max_tools_per_call
         self.observer = observer
         self.context_tokens = (
             context_tokens if context_tokens is not None else getattr(model, "context_tokens", None)
@@ -230,6 +237,8 @@ class Relay:
             rag=take_snapshot(history, sources) if sources else None,
             deferred=frozenset(deferred),
             text_tool_calls=self.text_tool_calls,
+            tool_choice_step=self.tool_choice_step,
+            max_tools_per_call=self.max_tools_per_call,
             observer=self.observer,
             context_tokens=self.context_tokens,
             checkpoints=checkpoints,

@@ -151,6 +151,8 @@ class TurnManager:
             tasks=reg.background_tasks() if store is not None else (),
             name=route,
             text_tool_calls=reg.routes[route].text_tool_calls,
+            tool_choice_step=reg.routes[route].tool_choice_step,
+            max_tools_per_call=reg.routes[route].max_tools_per_call,
             observer=self.observer,
             tags=reg.routes[route].tag_config(),
             prices=reg.routes[route].prices,

@@ -1,0 +1,130 @@
+"""The tool-selection step (`engine.tool_select`, issue 28), over a fake model server: the
+model is first asked, without tools, which tools the message needs; the turn is offered
+only those, none when it says none, and every tool when its reply says nothing usable."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from toolrelay import Relay, tool
+from toolrelay.adapters.models import OpenAIChat
+from toolrelay.core import events as ev
+from toolrelay.engine.tool_select import SELECT_PROMPT, chosen_names
+from toolrelay.testing import FakeModelServer, SSEReply
+from toolrelay.testing.sinks import ListSink
+from toolrelay.testing.wire import chat_chunks
+
+pytestmark = pytest.mark.anyio
+
+NAMES = ["get_weather", "get_time", "get_stock_price", "order_status"]
+
+
+def make(name: str) -> Any:
+    def fn(key: str) -> str:
+        return f"{name} result for {key}"
+
+    fn.__name__ = name
+    fn.__doc__ = f"{name.replace('_', ' ').capitalize()}.\n\nMore text the step leaves out."
+    return tool(fn)
+
+
+TOOLS = [make(n) for n in NAMES]
+
+
+@pytest.fixture
+def server() -> Iterator[FakeModelServer]:
+    with FakeModelServer() as srv:
+        yield srv
+
+
+def says(text: str) -> SSEReply:
+    return SSEReply(chat_chunks(text=[text[:5], text[5:]]))
+
+
+def offered(body: dict[str, Any]) -> list[str]:
+    return [t["function"]["name"] for t in body.get("tools") or []]
+
+
+async def run(
+    server: FakeModelServer, question: str, *, step: bool = True, **params: Any
+) -> tuple[str, ListSink, Relay]:
+    model = OpenAIChat(base_url=server.base_url, model="small")
+    sink = ListSink()
+    relay = Relay(model, TOOLS, text_tool_calls=True, tool_choice_step=step, tasks=())
+    async with relay:
+        result = await relay.run(question, sink=sink, params=params or None)
+    return result.text, sink, relay
+
+
+async def test_the_turn_is_offered_only_the_tool_the_model_chose(server: FakeModelServer) -> None:
+    server.script(
+        says("get_time"),
+        says('{"name": "get_time", "arguments": {"key": "Paris"}}'),
+        says("It is get_time result for Paris."),
+    )
+    text, sink, _ = await run(server, "What time is it in Paris?")
+    select, first, second = (r.json for r in server.requests)
+    assert "tools" not in select or not select["tools"]
+    assert select["temperature"] == 0
+    system = select["messages"][0]["content"]
+    assert system.startswith(SELECT_PROMPT.split("{tools}")[0])
+    assert "- get_weather: Get weather." in system and "More text" not in system
+    assert select["messages"][1] == {"role": "user", "content": "What time is it in Paris?"}
+    assert offered(first) == ["get_time"]
+    assert offered(second) == ["get_time"]
+    assert text == "It is get_time result for Paris."
+    # the step's reply is never shown to the client
+    shown = "".join(e.data["delta"] for e in sink.of(ev.OUTPUT_TEXT_DELTA))
+    assert shown == text
+
+
+async def test_none_offers_no_tools_so_the_model_answers_as_text(
+    server: FakeModelServer,
+) -> None:
+    server.script(says("none"), says("Hi there!"))
+    text, _, _ = await run(server, "Say hi.")
+    assert len(server.requests) == 2
+    assert "tools" not in server.requests[1].json or not server.requests[1].json["tools"]
+    assert text == "Hi there!"
+
+
+async def test_a_call_to_a_tool_not_chosen_stays_text(server: FakeModelServer) -> None:
+    call = '{"name": "get_weather", "arguments": {"key": "Paris"}}'
+    server.script(says("get_time"), says(call))
+    text, _, _ = await run(server, "What time is it in Paris?")
+    assert len(server.requests) == 2  # nothing ran: the JSON is the answer
+    assert text == call
+
+
+async def test_at_most_two_tools_and_a_useless_reply_offers_every_tool(
+    server: FakeModelServer,
+) -> None:
+    server.script(says("order_status, get_time and get_weather"), says("done"))
+    await run(server, "Where is order 7 and what time is it?")
+    assert offered(server.requests[1].json) == ["get_time", "order_status"]
+    server.requests.clear()
+    server.script(says("I think you should check."), says("done"))
+    await run(server, "Hm?")
+    assert offered(server.requests[1].json) == NAMES
+
+
+async def test_no_step_when_off_or_when_the_client_chose(server: FakeModelServer) -> None:
+    server.script(says("done"))
+    await run(server, "What time is it?", step=False)
+    assert len(server.requests) == 1 and offered(server.requests[0].json) == NAMES
+    server.requests.clear()
+    server.script(says("done"))
+    await run(server, "What time is it?", tool_choice="required")
+    assert len(server.requests) == 1 and offered(server.requests[0].json) == NAMES
+
+
+def test_reading_the_reply() -> None:
+    assert chosen_names("`get_time`", NAMES, 2) == ["get_time"]
+    assert chosen_names("get_time_zone", NAMES, 2) is None
+    assert chosen_names("functions.get_time", NAMES, 2) == ["get_time"]
+    assert chosen_names("None.", NAMES, 2) == []
+    assert chosen_names("No tool is needed.", NAMES, 2) == []
+    assert chosen_names("get_weather then get_time", NAMES, 1) == ["get_weather"]
