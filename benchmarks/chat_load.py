@@ -31,7 +31,7 @@ import httpx2
 import orjson
 
 from benchmarks.harness import ADMIN_KEY, ServerProcess, write_config
-from toolrelay.core.framing import SSEDecoder
+from toolrelay.core.stream.framing import SSEDecoder
 from toolrelay.testing.fake_server import FakeModelServer, SSEReply
 from toolrelay.testing.wire import chat_chunks
 

@@ -15,7 +15,7 @@ from functools import partial
 import orjson
 
 from benchmarks.timing import interleaved
-from toolrelay.core.body import BodyReader
+from toolrelay.core.stream.reader import BodyReader
 
 READ = 4096
 

@@ -38,7 +38,7 @@ from toolrelay.adapters.models import OpenAIChat
 from toolrelay.adapters.tools import tool
 from toolrelay.config import Settings
 from toolrelay.core.items import is_call, raw_items
-from toolrelay.core.text_tool_calls import parse_text_calls
+from toolrelay.core.text_calls.parse import parse_text_calls
 from toolrelay.engine.interfaces import ModelRequest, ModelStream
 from toolrelay.engine.limits import RunLimits
 from toolrelay.engine.relay import Relay

@@ -35,7 +35,7 @@ from sqlalchemy import insert
 from benchmarks.harness import ADMIN_KEY, ServerProcess, write_config
 from toolrelay.adapters.stores.models import MessageRow
 from toolrelay.adapters.stores.sql import SQLStore
-from toolrelay.core.framing import SSEDecoder
+from toolrelay.core.stream.framing import SSEDecoder
 from toolrelay.testing.fake_server import FakeModelServer, SSEReply
 from toolrelay.testing.wire import chat_chunks
 

@@ -19,7 +19,7 @@ import orjson
 
 from benchmarks.core_stream import READ, chat_body
 from benchmarks.timing import interleaved
-from toolrelay.core.body import BodyReader
+from toolrelay.core.stream.reader import BodyReader
 
 TOOLS = ("search", "get_weather")
 CALL = '```json\n{"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}\n```'

@@ -28,7 +28,7 @@ from pydantic import BaseModel
 from toolrelay import tool
 from toolrelay.adapters.tools.mcp import MCPServer
 from toolrelay.adapters.tools.openapi import OpenAPIServer
-from toolrelay.core.tool_results import normalise_result
+from toolrelay.core.tools.results import normalise_result
 from toolrelay.engine.interfaces import Tool, ToolContext
 
 SERVER = Path(__file__).resolve().parents[1] / "tests" / "adapters" / "tools" / "mcp_test_server.py"

@@ -20,10 +20,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.patience import fuzz_budget
-from toolrelay.core.body import BodyReader
 from toolrelay.core.formats.chat_completions.parse import ChatCompletionsDecoder
 from toolrelay.core.formats.content import detect_format
-from toolrelay.core.framing import SSEDecoder
+from toolrelay.core.stream.framing import SSEDecoder
+from toolrelay.core.stream.reader import BodyReader
 
 STREAMS = Path(__file__).parent.parent / "fixtures" / "streams"
 BODIES = sorted(
@@ -157,7 +157,7 @@ CHAT_BODIES = [
 @pytest.mark.parametrize("path", CHAT_BODIES, ids=lambda p: str(p.relative_to(STREAMS)))
 def test_common_chunks_take_the_lane_the_full_reading_gives(path: Path) -> None:
     """The translator recognises common chunks without the full reading and hands them
-    to a lane (`core.deltas.DeltaSink`): for every chunk of every recorded body, that
+    to a lane (`core.stream.deltas.DeltaSink`): for every chunk of every recorded body, that
     must be exactly the deltas the full reading makes of it."""
     fast, full = ChatCompletionsDecoder(), ChatCompletionsDecoder()
     for data, *_ in SSEDecoder().feed_raw(path.read_bytes()):

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from toolrelay import Relay, RunLimits
-from toolrelay.core.think_tags import TagConfig
+from toolrelay.core.stream.think_tags import TagConfig
 from toolrelay.engine.interpreter import CodeJob
 from toolrelay.testing.scripted_model import ScriptedModel, reply
 

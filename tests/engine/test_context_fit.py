@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from toolrelay import Relay, tool
-from toolrelay.core.context import RESULT_REMOVED
+from toolrelay.core.prompt.context import RESULT_REMOVED
 from toolrelay.engine.context_fit import CONTEXT_TRIMMED, ContextWindow
 from toolrelay.testing.scripted_model import ScriptedModel, reply
 from toolrelay.testing.sinks import ListSink

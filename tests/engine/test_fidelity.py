@@ -12,7 +12,7 @@ from toolrelay import Relay, RunLimits, tool
 from toolrelay.core import events as ev
 from toolrelay.core.formats.transcript import to_chat_messages
 from toolrelay.core.items import raw_items
-from toolrelay.core.think_tags import TagConfig
+from toolrelay.core.stream.think_tags import TagConfig
 from toolrelay.engine.interpreter import CodeJob
 from toolrelay.testing.scripted_model import ScriptedModel, reply
 from toolrelay.testing.sinks import ListSink

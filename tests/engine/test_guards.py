@@ -14,8 +14,8 @@ import pytest
 from tests.patience import HANG
 from toolrelay import Relay, RunLimits, tool
 from toolrelay.core import events as ev
-from toolrelay.core.decide import RunTools, Step, decide
 from toolrelay.core.items import function_call_item, raw_items
+from toolrelay.core.turn.decide import RunTools, Step, decide
 from toolrelay.engine.interfaces import ToolContext, ToolSpec
 from toolrelay.engine.tasks import conversation_text, plain_text
 from toolrelay.testing.scripted_model import Body, ScriptedModel, reply
@@ -34,7 +34,7 @@ def add(a: int, b: int) -> int:
 
 
 def test_minus_one_never_caps_however_many_rounds_ran() -> None:
-    """Guard: `max_iterations != -1` in `core.decide`."""
+    """Guard: `max_iterations != -1` in `core.turn.decide`."""
     call = function_call_item("c", "add", "{}")
     step = Step(output=[call], calls=[call], error=None, iterations=10**6, max_iterations=-1)
     assert isinstance(decide(step), RunTools)

@@ -500,7 +500,7 @@ async def test_background_tasks_use_stripped_input() -> None:
 
 
 async def test_code_interpreter_runs_block() -> None:
-    from toolrelay.core.think_tags import TagConfig
+    from toolrelay.core.stream.think_tags import TagConfig
     from toolrelay.engine.interpreter import SubprocessRunner
 
     model = ScriptedModel(

@@ -21,9 +21,6 @@ from hypothesis import strategies as st
 
 from tests.fuzz.strategies import bodies, json_values
 from tests.patience import fuzz_budget
-from toolrelay.core.body import BodyReader, ReadResult
-from toolrelay.core.decide import Step, decide
-from toolrelay.core.event_accumulator import EventAccumulator as Accumulator
 from toolrelay.core.formats.content import detect_format
 from toolrelay.core.formats.responses.parse import reduce_event, response_object_to_output
 from toolrelay.core.formats.transcript import (
@@ -33,8 +30,11 @@ from toolrelay.core.formats.transcript import (
     used_call_ids,
 )
 from toolrelay.core.items import is_call, output_text
-from toolrelay.core.tool_calls import parse_arguments, split_calls, split_concatenated
-from toolrelay.core.usage import merge_usage, normalise_usage
+from toolrelay.core.stream.event_accumulator import EventAccumulator as Accumulator
+from toolrelay.core.stream.reader import BodyReader, ReadResult
+from toolrelay.core.tools.calls import parse_arguments, split_calls, split_concatenated
+from toolrelay.core.turn.decide import Step, decide
+from toolrelay.core.turn.usage import merge_usage, normalise_usage
 
 FUZZ = settings(
     max_examples=fuzz_budget(240),

@@ -7,11 +7,11 @@ from typing import Any
 import orjson
 import pytest
 
-from toolrelay.core.body import BodyReader, read_body
-from toolrelay.core.event_accumulator import EventAccumulator as Accumulator
 from toolrelay.core.formats.transcript import to_chat_messages, to_responses_input, used_call_ids
 from toolrelay.core.items import raw_items
-from toolrelay.core.tool_calls import split_calls, split_concatenated
+from toolrelay.core.stream.event_accumulator import EventAccumulator as Accumulator
+from toolrelay.core.stream.reader import BodyReader, read_body
+from toolrelay.core.tools.calls import split_calls, split_concatenated
 
 
 def test_response_object_with_object_arguments() -> None:

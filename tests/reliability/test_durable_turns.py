@@ -142,7 +142,7 @@ def _approval(client: httpx2.Client, chat_id: str, *, after: int) -> tuple[int, 
     """The seq and call id of the first `tool:approval` after `after`."""
     url = f"/api/chats/{chat_id}/events"
     with client.stream("GET", url, headers={"Last-Event-ID": str(after)}) as response:
-        from toolrelay.core.framing import SSEDecoder
+        from toolrelay.core.stream.framing import SSEDecoder
 
         decoder = SSEDecoder()
         for chunk in response.iter_bytes():

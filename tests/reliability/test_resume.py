@@ -15,7 +15,7 @@ from tests.reliability.test_turn_lock import services
 from tests.server.conftest import Running, ServerThread, make_settings
 from tests.server.test_chats_api import new_chat, read_events, wait_saved
 from toolrelay.adapters.events.memory import MemoryBus
-from toolrelay.core.framing import SSEDecoder
+from toolrelay.core.stream.framing import SSEDecoder
 from toolrelay.testing.fake_server import FakeModelServer, SSEReply
 from toolrelay.testing.wire import chat_chunks
 

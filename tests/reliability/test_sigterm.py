@@ -28,7 +28,7 @@ from tests.server.conftest import ADMIN_KEY, TOOLS
 from tests.server.test_chats_api import new_chat
 from tests.server.test_faults import closed_port
 from toolrelay.adapters.stores.sql import SQLStore
-from toolrelay.core.framing import SSEDecoder
+from toolrelay.core.stream.framing import SSEDecoder
 from toolrelay.testing.fake_server import FakeModelServer, SSEReply
 from toolrelay.testing.wire import chat_chunks
 

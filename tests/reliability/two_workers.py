@@ -22,7 +22,7 @@ from benchmarks.harness import ADMIN_KEY, ServerProcess, write_config
 
 from tests.patience import HANG
 from tests.reliability.conftest import database
-from toolrelay.core.framing import SSEDecoder
+from toolrelay.core.stream.framing import SSEDecoder
 from toolrelay.testing.fake_server import FakeModelServer
 
 READY = re.compile(rb"Application startup complete\.\s.*worker=(\d+)")

@@ -15,7 +15,7 @@ import time
 import pytest
 from starlette.types import Message, Receive, Scope, Send
 
-from toolrelay.server.errors import BodyLimit
+from toolrelay.server.error_responses import BodyLimit
 
 pytestmark = pytest.mark.anyio
 

@@ -17,7 +17,7 @@ import pytest
 from tests.server.conftest import Running, ServerThread, make_settings
 from tests.server.test_chats_api import new_chat
 from toolrelay.adapters.events.ipc import BusHost
-from toolrelay.core.framing import SSEDecoder
+from toolrelay.core.stream.framing import SSEDecoder
 from toolrelay.testing.fake_server import FakeModelServer, SSEReply
 from toolrelay.testing.wire import chat_chunks
 

@@ -11,7 +11,7 @@ import orjson
 
 from tests.patience import HANG
 from tests.server.conftest import Running
-from toolrelay.core.framing import SSEDecoder
+from toolrelay.core.stream.framing import SSEDecoder
 from toolrelay.testing.fake_server import SSEReply
 from toolrelay.testing.wire import ToolCallSpec, chat_chunks
 

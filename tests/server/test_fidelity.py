@@ -13,8 +13,8 @@ import pytest
 from tests.server.conftest import Running, ServerThread, make_settings
 from tests.server.test_chats_api import LOCATION_TOOL, new_chat, wait_saved
 from toolrelay.config.settings import LimitsConfig, ModelRoute
-from toolrelay.core.framing import SSEDecoder
-from toolrelay.core.tool_results import UI_SHOWN_TEXT
+from toolrelay.core.stream.framing import SSEDecoder
+from toolrelay.core.tools.results import UI_SHOWN_TEXT
 from toolrelay.testing.fake_server import BodyReply, FakeModelServer, SSEReply
 from toolrelay.testing.wire import (
     ToolCallSpec,

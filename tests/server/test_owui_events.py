@@ -1,5 +1,5 @@
 """Issue 29 item 6: the Open WebUI event mode (`GET /api/chats/{id}/events?format=openwebui`)
-over a real server, and the translation of each event that differs (`core.owui_events`)."""
+over a real server, and the translation of each event that differs (`core.formats.openwebui_events`)."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ from tests.server.test_chats_api import new_chat, read_events, wait_saved
 from toolrelay.config.settings import ModelRoute
 from toolrelay.core import events as ev
 from toolrelay.core.events import Event
-from toolrelay.core.framing import SSEDecoder
-from toolrelay.core.owui_events import OpenWebUIEvents
+from toolrelay.core.formats.openwebui_events import OpenWebUIEvents
+from toolrelay.core.stream.framing import SSEDecoder
 from toolrelay.testing.fake_server import FakeModelServer, SSEReply
 from toolrelay.testing.wire import ToolCallSpec, chat_chunks
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from toolrelay.core.body import read_body
+from toolrelay.core.stream.reader import read_body
 from toolrelay.testing import ReplayModel, read_recording
 
 EMBEDDED = Path(__file__).parent.parent / "fixtures" / "streams" / "llamacpp-embedded"

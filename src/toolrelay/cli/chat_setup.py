@@ -18,7 +18,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from toolrelay.core.think_tags import TagConfig
+from toolrelay.core.stream.think_tags import TagConfig
 from toolrelay.engine.interfaces import ModelClient, Tool, ToolSource
 from toolrelay.engine.limits import RunLimits
 from toolrelay.errors import ConfigError

@@ -15,8 +15,8 @@ from rich.panel import Panel
 from rich.text import Text
 
 from toolrelay.adapters.http.record import EXCHANGE_SUFFIX
-from toolrelay.core.body import BodyReader, ReadResult
 from toolrelay.core.formats.content import BodyFormat, detect_format
+from toolrelay.core.stream.reader import BodyReader, ReadResult
 
 
 class ReplayFormat(StrEnum):

@@ -92,7 +92,7 @@ class LocalModel:
             base_url=self.server.base_url,
             model=self.weights.name,
             api_key_env=KEY_ENV,
-            text_tool_calls=True,  # it writes its calls as JSON text (core.text_tool_calls)
+            text_tool_calls=True,  # it writes its calls as JSON text (core.text_calls.parse)
             tool_choice_step=True,  # offered many tools it falls apart (engine.tool_select)
             params={"max_tokens": MAX_TOKENS},
             overridable=["max_tokens"],

@@ -54,7 +54,7 @@ from toolrelay.config.sources import (
     Provenance,
 )
 from toolrelay.config.tool_servers import ToolServer
-from toolrelay.core.think_tags import TagConfig
+from toolrelay.core.stream.think_tags import TagConfig
 from toolrelay.engine.limits import RunLimits
 from toolrelay.errors import ConfigError
 
@@ -116,7 +116,7 @@ class ModelRoute(BaseModel):
     text_tool_calls: bool = False
     """A call to an offered tool that the model writes as text in its answer (JSON, a
     ```json fence, `<tool_call>` tags, `functions.X:{…}`) is run as a real call
-    (`core.text_tool_calls`), whatever the route's `kind`, except with `stateful` (refused).
+    (`core.text_calls.parse`), whatever the route's `kind`, except with `stateful` (refused).
     Unset: on for the route named `local` (the embedded small model writes its calls that
     way), off for every other route."""
     tool_choice_step: bool = False
@@ -131,7 +131,7 @@ class ModelRoute(BaseModel):
     """`{input = …, output = …}` per million tokens: each turn's `cost` (budgets, /metrics)."""
     events: Literal["toolrelay", "openwebui"] = "toolrelay"
     """The chat API's event stream for chats on this route: `openwebui` speaks Open WebUI's
-    names and payloads (`core.owui_events`); a request's `format` wins."""
+    names and payloads (`core.formats.openwebui_events`); a request's `format` wins."""
     vision: bool = True
     """The model reads images: an image attached to a message goes to it as an image part;
     false: only its name is said."""

@@ -72,7 +72,7 @@ class FunctionCallOutputItem(TypedDict):
     files: NotRequired[list[dict[str, Any]]]
     embeds: NotRequired[list[Any]]
     cut: NotRequired[dict[str, int]]
-    """Set when `output` was cut to the cap (`core.result_cap`): `{bytes, sent}`."""
+    """Set when `output` was cut to the cap (`core.tools.result_cap`): `{bytes, sent}`."""
 
 
 class CodeInterpreterItem(TypedDict):

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from toolrelay.core import events as ev
-from toolrelay.core.tool_results import NormalisedResult, is_model_image
+from toolrelay.core.tools.results import NormalisedResult, is_model_image
 from toolrelay.engine.interfaces import ToolContext, ToolSpec
 from toolrelay.engine.interpreter import CodeBudget, CodeJob, CodeRunner, code_session
 

@@ -1,8 +1,8 @@
-"""Keeping each model request of a turn within the model's context (`core.context`).
+"""Keeping each model request of a turn within the model's context (`core.prompt.context`).
 
 `ContextFit` is the turn's side of it: before every model call it works out the
 tokens left for the history (the context, less the tool specs, the turn's output so
-far and a reserve for the answer) and asks `core.context.fit_history` for a history
+far and a reserve for the answer) and asks `core.prompt.context.fit_history` for a history
 that fits; when that trims anything, or cannot fit, the turn sends one
 `chat:context:trimmed` event saying what was taken out.
 
@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from toolrelay.core.context import Trimmed, estimate_tokens, fit_history, message_tokens
 from toolrelay.core.events import Event
+from toolrelay.core.prompt.context import Trimmed, estimate_tokens, fit_history, message_tokens
 from toolrelay.engine.interfaces import Message, ModelClient, ModelRequest, ModelStream
 
 __all__ = ["CONTEXT_TRIMMED", "ContextFit", "ContextWindow", "answer_reserve"]

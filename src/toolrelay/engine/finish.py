@@ -22,8 +22,8 @@ from typing import Any
 from toolrelay.core import events as ev
 from toolrelay.core.events import Event
 from toolrelay.core.items import Item, as_items, is_message, message_item, output_text, updated
-from toolrelay.core.status import TurnStatus
-from toolrelay.core.tool_results import strip_base64
+from toolrelay.core.tools.results import strip_base64
+from toolrelay.core.turn.status import TurnStatus
 from toolrelay.engine.filters import run_outlets
 from toolrelay.engine.interfaces import ChatStore, Message, ModelClient
 from toolrelay.engine.tasks import (

@@ -48,7 +48,7 @@ class ModelStream(Protocol):
     """One upstream response being read: raw body chunks, closed on exit."""
 
     format: BodyFormat
-    """Body framing for `core.body.BodyReader`: `sse`, `ndjson` or `json`."""
+    """Body framing for `core.stream.reader.BodyReader`: `sse`, `ndjson` or `json`."""
 
     def __aiter__(self) -> AsyncIterator[bytes]: ...
 
@@ -124,7 +124,7 @@ class ToolContext:
 
 @runtime_checkable
 class Tool(Protocol):
-    """A callable tool. Whatever it returns is normalised by `core.tool_results`."""
+    """A callable tool. Whatever it returns is normalised by `core.tools.results`."""
 
     @property
     def spec(self) -> ToolSpec: ...

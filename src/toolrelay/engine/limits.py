@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from toolrelay.core.budget import Budget
-from toolrelay.core.result_cap import DEFAULT_CAP
+from toolrelay.core.tools.result_cap import DEFAULT_CAP
+from toolrelay.core.turn.budget import Budget
 from toolrelay.errors import ConfigError
 
 DEFAULT_MAX_ITERATIONS = 256
@@ -41,9 +41,9 @@ class RunLimits:
     interpreter_retries: int = 5
     """Code-interpreter runs per turn (SPEC R16)."""
     tool_result_max_bytes: int = DEFAULT_CAP
-    """Bytes of one tool result the model reads (`core.result_cap`); 0: no cap."""
+    """Bytes of one tool result the model reads (`core.tools.result_cap`); 0: no cap."""
     max_input_tokens: int | None = None
-    """Budget of the turn (`core.budget`): input tokens over all its model calls; None: none."""
+    """Budget of the turn (`core.turn.budget`): input tokens over all its model calls; None: none."""
     max_output_tokens: int | None = None
     max_total_tokens: int | None = None
     max_cost: float | None = None

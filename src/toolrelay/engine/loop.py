@@ -1,6 +1,6 @@
 """run_turn(): stream → accumulate → decide → run tools → repeat (SPEC R7, R12–R22).
 
-The loop is a short `match` over the pure decision in `core.decide`; reading
+The loop is a short `match` over the pure decision in `core.turn.decide`; reading
 a response, running a batch and finishing are separate units. Invariants:
 
 1. Every event goes out through the coalescer, in order.
@@ -23,20 +23,6 @@ from dataclasses import dataclass, field
 from typing import Any, assert_never
 
 from toolrelay.core import events as ev
-from toolrelay.core.body import BodyReader, ReadResult
-from toolrelay.core.budget import over_budget, turn_cost
-from toolrelay.core.decide import (
-    Capped,
-    Failed,
-    Final,
-    Interrupted,
-    Outcome,
-    RunCode,
-    RunTools,
-    Step,
-    decide,
-)
-from toolrelay.core.deltas import ErrorDelta
 from toolrelay.core.events import Event
 from toolrelay.core.formats.transcript import ChatReplay, used_call_ids
 from toolrelay.core.items import (
@@ -47,11 +33,25 @@ from toolrelay.core.items import (
     is_call_output,
     updated,
 )
-from toolrelay.core.rag import RagSnapshot, inject, take_snapshot
-from toolrelay.core.status import TurnStatus
-from toolrelay.core.text_tool_calls import callable_names
-from toolrelay.core.think_tags import TagConfig
-from toolrelay.core.usage import merge_usage
+from toolrelay.core.prompt.rag import RagSnapshot, inject, take_snapshot
+from toolrelay.core.stream.deltas import ErrorDelta
+from toolrelay.core.stream.reader import BodyReader, ReadResult
+from toolrelay.core.stream.think_tags import TagConfig
+from toolrelay.core.text_calls.parse import callable_names
+from toolrelay.core.turn.budget import over_budget, turn_cost
+from toolrelay.core.turn.decide import (
+    Capped,
+    Failed,
+    Final,
+    Interrupted,
+    Outcome,
+    RunCode,
+    RunTools,
+    Step,
+    decide,
+)
+from toolrelay.core.turn.status import TurnStatus
+from toolrelay.core.turn.usage import merge_usage
 from toolrelay.engine.checkpoint import (
     Checkpoints,
     Saver,
@@ -555,7 +555,7 @@ class Turn:
         await self.emitter.emit(Event(ev.OUTPUT_ITEM_DONE, {"output_index": index, "item": done}))
 
     async def _over_budget(self, outcome: RunTools | RunCode, error: str) -> RunResult:
-        """A budget reached while the model wants more (`core.budget`): no further call;
+        """A budget reached while the model wants more (`core.turn.budget`): no further call;
         the calls it asked for are left unrun (`incomplete`), as at the iteration cap."""
         ids = {c["id"] for c in outcome.calls} if isinstance(outcome, RunTools) else set()
         self.output = [

@@ -10,10 +10,10 @@ from typing import Any
 from toolrelay.core import events as ev
 from toolrelay.core.events import Event
 from toolrelay.core.formats.transcript import repair_history
-from toolrelay.core.gates import code_interpreter_allowed
 from toolrelay.core.ids import new_id
-from toolrelay.core.rag import take_snapshot
-from toolrelay.core.think_tags import TagConfig
+from toolrelay.core.prompt.rag import take_snapshot
+from toolrelay.core.stream.think_tags import TagConfig
+from toolrelay.core.tools.code_gates import code_interpreter_allowed
 from toolrelay.engine.checkpoint import Checkpoints, TurnState
 from toolrelay.engine.code_tool import CODE_TOOL_NAME, CodeTool
 from toolrelay.engine.conversation import Conversation
@@ -76,14 +76,14 @@ class Relay:
         `code_runner`) runs code: the model's `<code_interpreter>` blocks and, with
         `code_tool`, the native `execute_code` tool, both behind the same five gates.
         `text_tool_calls`: a model that writes its tool calls as JSON text in its
-        answer (small local models) gets them run as real calls (`core.text_tool_calls`).
+        answer (small local models) gets them run as real calls (`core.text_calls.parse`).
         `tool_choice_step`: before each turn's first model call the model is asked which
         tools (at most `max_tools_per_call`, or none) the user's message needs, and only
         those are offered (`engine.tool_select`; for small models offered many tools).
         `observer` watches each turn (logs, metrics, traces: `engine.observer`).
         `context_tokens`: how many tokens the model reads (unset: the client's own
         `context_tokens`, a route's setting, if any); a longer history is trimmed by
-        `core.context`'s policy before each model call, and the turn says so.
+        `core.prompt.context`'s policy before each model call, and the turn says so.
         """
         self.model = model
         self.toolbox = (
@@ -115,7 +115,7 @@ class Relay:
         )
         self.pending = PendingCalls()
         self.prices = dict(prices) if prices else None
-        """Per million tokens (`input`, `output`): each turn's `usage.cost` (`core.budget`)."""
+        """Per million tokens (`input`, `output`): each turn's `usage.cost` (`core.turn.budget`)."""
 
     def coerce(self, item: object) -> object:
         """What a user put in `tools`, as a `Tool` or `ToolSource`: as given here (the

@@ -26,8 +26,8 @@ from typing import Any, Final, Literal, Protocol, cast, runtime_checkable
 
 import orjson
 
-from toolrelay.core.body import BodyReader
 from toolrelay.core.items import Item, output_text
+from toolrelay.core.stream.reader import BodyReader
 from toolrelay.engine.interfaces import Message, ModelClient, ModelRequest
 
 log = logging.getLogger(__name__)

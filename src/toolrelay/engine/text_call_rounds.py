@@ -5,7 +5,7 @@ tends to write the same call again instead of answering (measured in
 `benchmarks/local_tool_turns.py`; rates in docs/performance.md):
 
 1. The request after a result replays this turn's calls and results as text
-   (`core.text_tool_calls_replay.replay_as_text`), not as native `tool_calls`
+   (`core.text_calls.replay.replay_as_text`), not as native `tool_calls`
    and `tool` messages.
 2. A batch whose every call repeats a call this turn already has a result for
    (same tool, same arguments as the tool would get them) is not run again: each call gets the earlier
@@ -24,7 +24,7 @@ from toolrelay.core.items import (
     function_call_output_item,
     is_call_output,
 )
-from toolrelay.core.text_tool_calls_replay import repeats_of, replay_as_text
+from toolrelay.core.text_calls.replay import repeats_of, replay_as_text
 from toolrelay.engine.interfaces import ModelRequest, Tool
 
 __all__ = ["answered_again", "text_call_request"]

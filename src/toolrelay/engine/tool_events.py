@@ -1,4 +1,4 @@
-"""A batch's tool-emitted events applied to the turn (`core.tool_events` says what each means).
+"""A batch's tool-emitted events applied to the turn (`core.tools.emitted_events` says what each means).
 
 Each call of a batch gets its own `__event_emitter__` (`emitter(call_id)`),
 so what a tool emits lands on its own call. Everything goes out through the
@@ -26,7 +26,7 @@ from typing import Any
 from toolrelay.core import events as ev
 from toolrelay.core.events import Event
 from toolrelay.core.items import FunctionCallOutputItem, Item, updated
-from toolrelay.core.tool_events import read_tool_event, with_marks, with_text
+from toolrelay.core.tools.emitted_events import read_tool_event, with_marks, with_text
 from toolrelay.engine.interfaces import EventEmitter
 
 Emit = Callable[[Event], Awaitable[None]]

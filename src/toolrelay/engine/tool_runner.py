@@ -14,8 +14,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from toolrelay.core import events as ev
-from toolrelay.core.citations import CITATION_TOOLS, citation_sources, terminal_event
-from toolrelay.core.decide import Repeats
 from toolrelay.core.events import Event
 from toolrelay.core.items import (
     FunctionCallItem,
@@ -24,20 +22,22 @@ from toolrelay.core.items import (
     function_call_output_item,
     updated,
 )
-from toolrelay.core.result_cap import cap_output
-from toolrelay.core.result_status import reads_as_error
-from toolrelay.core.tool_calls import (
+from toolrelay.core.tools.calls import (
     ArgumentsError,
     filter_to_schema,
     parse_arguments,
     validate_arguments,
 )
-from toolrelay.core.tool_results import (
+from toolrelay.core.tools.citations import CITATION_TOOLS, citation_sources, terminal_event
+from toolrelay.core.tools.result_cap import cap_output
+from toolrelay.core.tools.result_status import reads_as_error
+from toolrelay.core.tools.results import (
     NormalisedResult,
     normalise_result,
     result_output_parts,
     strip_base64,
 )
+from toolrelay.core.turn.decide import Repeats
 from toolrelay.engine.interfaces import Tool, ToolContext
 from toolrelay.engine.limits import RunLimits
 from toolrelay.engine.observer import ToolCall, TurnObserver
@@ -75,7 +75,7 @@ class ToolEnv:
     timer: ToolTimer = field(default_factory=ToolTimer)
     """The calls' timeouts, on one timer for the turn (the turn closes it)."""
     whole: dict[str, str] = field(default_factory=dict)
-    """Whole texts of the results cut for the model, by output item id (`core.result_cap`)."""
+    """Whole texts of the results cut for the model, by output item id (`core.tools.result_cap`)."""
     events: BatchEvents | None = None
     """What the running batch's tools emit (`engine.tool_events`); set by `run_batch`."""
     on_started: Callable[[str], Awaitable[None]] | None = None
@@ -313,7 +313,7 @@ def _call_context(env: ToolEnv, call_id: str) -> ToolContext:
 
 def _judged(result: NormalisedResult) -> tuple[NormalisedResult, str]:
     """A result whose text reads as an error (`Error: …`) is `failed`; the model reads it
-    all the same (`core.result_status`)."""
+    all the same (`core.tools.result_status`)."""
     return result, "failed" if reads_as_error(result.text) else "completed"
 
 

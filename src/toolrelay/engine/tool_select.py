@@ -31,8 +31,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from toolrelay.core.body import BodyReader
 from toolrelay.core.items import output_text
+from toolrelay.core.stream.reader import BodyReader
 from toolrelay.engine.interfaces import Message, ModelClient, ModelRequest
 from toolrelay.engine.tasks import plain_text
 

@@ -27,7 +27,7 @@ from typing import Any, Final
 from toolrelay.adapters.stores import NewChat, Store, utc_now
 from toolrelay.config.settings import Settings
 from toolrelay.core.ids import new_id
-from toolrelay.core.status import TurnStatus
+from toolrelay.core.turn.status import TurnStatus
 from toolrelay.engine.finish import RunResult
 from toolrelay.engine.interfaces import Message
 

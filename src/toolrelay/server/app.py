@@ -29,7 +29,7 @@ from toolrelay.server.api_log import ApiTurnLog
 from toolrelay.server.auth import KeyCache
 from toolrelay.server.budgets import Budgets
 from toolrelay.server.durability import Durability
-from toolrelay.server.errors import BodyLimit, JSONBody, install_error_handlers
+from toolrelay.server.error_responses import BodyLimit, JSONBody, install_error_handlers
 from toolrelay.server.logs import RequestIds
 from toolrelay.server.openapi import fix_openapi
 from toolrelay.server.resume import default_node

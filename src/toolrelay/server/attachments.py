@@ -2,7 +2,7 @@
 
 Resolves file references against the caller's own files (`adapters.files`),
 records the chat they were sent in (so they go with it), and returns the user
-message (images added per `core.attachments.with_images`) and the `Relay.run`
+message (images added per `core.prompt.attachments.with_images`) and the `Relay.run`
 arguments: `files` (`__files__`) and `sources` (text files and the given
 sources, R15). A reference to a file that is not the caller's is a 404, a
 malformed one a 400; nothing is attached then.
@@ -14,8 +14,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from toolrelay.adapters.files import FileRecord, LocalFiles, NoSuchFile
-from toolrelay.core.attachments import file_source, is_text, with_images
-from toolrelay.server.errors import APIError
+from toolrelay.core.prompt.attachments import file_source, is_text, with_images
+from toolrelay.server.error_responses import APIError
 
 __all__ = ["Attached", "attach", "attach_last"]
 

@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable
 from fastapi import Request
 
 from toolrelay.adapters.stores import Store, User
-from toolrelay.server.errors import APIError
+from toolrelay.server.error_responses import APIError
 from toolrelay.server.session import COOKIE, CSRF_HEADER, SAFE_METHODS, csrf_ok, verify
 from toolrelay.server.throttle import FailureLimiter
 

@@ -21,7 +21,7 @@ from starlette.requests import Request
 
 from toolrelay.adapters.stores import Spend, hash_key
 from toolrelay.server.auth import request_key
-from toolrelay.server.errors import APIError
+from toolrelay.server.error_responses import APIError
 
 __all__ = ["Budgets"]
 

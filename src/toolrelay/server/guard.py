@@ -46,7 +46,7 @@ from starlette.types import Receive, Scope
 
 from toolrelay.adapters.stores import User
 from toolrelay.server.auth import authenticate
-from toolrelay.server.errors import APIError, invalid_request
+from toolrelay.server.error_responses import APIError, invalid_request
 from toolrelay.server.services import Services, services
 
 __all__ = [

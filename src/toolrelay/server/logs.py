@@ -186,7 +186,7 @@ _ID_HEADER = b"x-request-id"
 
 class RequestIds:
     """ASGI middleware: every HTTP request gets a fresh id, in `REQUEST_ID` and the
-    `X-Request-ID` response header; 5xx error bodies name it too (`server.errors`).
+    `X-Request-ID` response header; 5xx error bodies name it too (`server.error_responses`).
 
     A client's own `X-Request-ID` is not reused: turns are saved under this id,
     so it must be unique.

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from typing import Any, Final, Literal
 
 from toolrelay.config.settings import ModelRoute
-from toolrelay.server.errors import APIError
+from toolrelay.server.error_responses import APIError
 
 Front = Literal["chat", "responses"]
 

@@ -20,7 +20,7 @@ from toolrelay.engine.interfaces import EventSink, Message
 from toolrelay.server.api_log import ApiTurnLog, cut_result
 from toolrelay.server.auth import KeyCache
 from toolrelay.server.budgets import Budgets
-from toolrelay.server.errors import APIError
+from toolrelay.server.error_responses import APIError
 from toolrelay.server.logs import RequestIdInErrors
 from toolrelay.server.request_info import ADMITTED, RequestInfo, model_info
 from toolrelay.server.shutdown import Stopping

@@ -23,7 +23,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Final
 
-from toolrelay.server.errors import APIError
+from toolrelay.server.error_responses import APIError
 
 __all__ = ["PREFIX_CHARS", "FailureLimiter"]
 

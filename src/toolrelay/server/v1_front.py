@@ -26,7 +26,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from toolrelay.server.errors import APIError, error_response
+from toolrelay.server.error_responses import APIError, error_response
 from toolrelay.server.gate import gate
 from toolrelay.server.guard import GuardedRoute, admit
 from toolrelay.server.request_info import ADMITTED

@@ -143,7 +143,7 @@ class ReplayModel(ScriptedModel):
         """A `--record DIR` recording (`testing.recorded`) replayed in order: each answer's
         body framed as its content type said, an error status refused with the message
         the model client would have made of it, an unanswered request refused."""
-        from toolrelay.adapters.models.errors import error_from_response
+        from toolrelay.adapters.models.failures import error_from_response
         from toolrelay.testing.recorded import read_recording
 
         model = cls(piece=piece)

@@ -14,7 +14,7 @@ from toolrelay import Relay, RunLimits
 from toolrelay.adapters.code import JupyterRunner
 from toolrelay.core import events as ev
 from toolrelay.core.formats.transcript import CODE_IMAGES_TEXT, to_chat_messages, to_responses_input
-from toolrelay.core.think_tags import TagConfig
+from toolrelay.core.stream.think_tags import TagConfig
 from toolrelay.engine.interfaces import ModelRequest
 from toolrelay.testing.scripted_model import ScriptedModel, reply
 from toolrelay.testing.sinks import ListSink

@@ -19,7 +19,7 @@ from toolrelay.adapters.models import HTTPOptions, OpenAIChat, Retry
 from toolrelay.cli.main import app
 from toolrelay.config import build_registry
 from toolrelay.config.settings import ModelRoute, Settings
-from toolrelay.core.body import read_body
+from toolrelay.core.stream.reader import read_body
 from toolrelay.testing import FakeModelServer, ReplayModel
 from toolrelay.testing.fake_server import BodyReply, JSONReply
 from toolrelay.testing.recorded import read_recording, recorded_replies

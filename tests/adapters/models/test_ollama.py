@@ -6,7 +6,6 @@ import orjson
 import pytest
 
 from toolrelay.adapters.models import HTTPOptions, Ollama, Retry
-from toolrelay.core.body import BodyReader
 from toolrelay.core.formats.ollama.request import ollama_messages
 from toolrelay.core.items import (
     ReasoningItem,
@@ -15,6 +14,7 @@ from toolrelay.core.items import (
     is_call,
     output_text,
 )
+from toolrelay.core.stream.reader import BodyReader
 from toolrelay.engine.interfaces import Message, ModelRequest
 from toolrelay.errors import ProviderError
 from toolrelay.testing import JSONReply, NDJSONReply, ToolCallSpec, wire

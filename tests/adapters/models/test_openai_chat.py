@@ -6,7 +6,6 @@ import orjson
 import pytest
 
 from toolrelay.adapters.models import HTTPOptions, OpenAIChat, Retry
-from toolrelay.core.body import BodyReader
 from toolrelay.core.items import (
     Item,
     function_call_item,
@@ -16,6 +15,7 @@ from toolrelay.core.items import (
     output_text,
     reasoning_item,
 )
+from toolrelay.core.stream.reader import BodyReader
 from toolrelay.engine.interfaces import Message, ModelRequest
 from toolrelay.testing import BodyReply, JSONReply, SSEReply, ToolCallSpec, wire
 from toolrelay.testing.fake_server import FakeModelServer

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from toolrelay.adapters.models import OpenAIResponses
-from toolrelay.core.body import BodyReader
 from toolrelay.core.formats.responses.convert import flat_tool as responses_tool
 from toolrelay.core.items import (
     Item,
@@ -14,6 +13,7 @@ from toolrelay.core.items import (
     output_text,
     raw_items,
 )
+from toolrelay.core.stream.reader import BodyReader
 from toolrelay.engine.interfaces import Message, ModelRequest
 from toolrelay.testing import BodyReply, SSEReply, ToolCallSpec, wire
 from toolrelay.testing.fake_server import FakeModelServer

@@ -1,4 +1,4 @@
-"""One timer per model call (`adapters.models.body.Watchdog`): it still ends every wait that
+"""One timer per model call (`adapters.models.upstream_body.Watchdog`): it still ends every wait that
 should end, and only those."""
 
 from __future__ import annotations

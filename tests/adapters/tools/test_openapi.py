@@ -17,7 +17,7 @@ from tests.adapters.tools.conftest import free_port
 from toolrelay import Relay, RunLimits
 from toolrelay.adapters.tools.openapi import OpenAPIServer
 from toolrelay.core.items import is_call_output, raw_items
-from toolrelay.core.openapi import build_request, operations
+from toolrelay.core.tools.openapi_operations import build_request, operations
 from toolrelay.engine.interfaces import ToolContext
 from toolrelay.errors import ConfigError, ToolError
 from toolrelay.testing.scripted_model import ScriptedModel, reply

@@ -13,7 +13,7 @@ from toolrelay.core.items import (
     function_call_output_item,
     message_item,
 )
-from toolrelay.core.status import TurnStatus
+from toolrelay.core.turn.status import TurnStatus
 
 CALL = function_call_item("c1", "add", '{"a":1}', status="completed")
 OUTPUT = function_call_output_item("c1", "2")

@@ -20,7 +20,7 @@ from toolrelay.core.formats.chat_completions.render import (
 from toolrelay.core.formats.responses.render import ResponsesStream
 from toolrelay.core.formats.sse import sse_data
 from toolrelay.core.items import function_call_item, message_item
-from toolrelay.core.status import TurnStatus
+from toolrelay.core.turn.status import TurnStatus
 
 
 def _frames(body: bytes) -> list[dict[str, Any]]:

@@ -14,7 +14,7 @@ from tests.server.conftest import Running, ServerThread, make_settings
 from tests.server.test_chats_api import LOCATION_TOOL, new_chat
 from tests.server.test_faults import closed_port
 from tests.server.test_openai_api import call_reply, text_reply
-from toolrelay.core.framing import SSEDecoder
+from toolrelay.core.stream.framing import SSEDecoder
 from toolrelay.testing.fake_server import FakeModelServer, RawReply, SSEReply
 from toolrelay.testing.wire import ToolCallSpec, chat_chunks
 

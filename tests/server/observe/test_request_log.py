@@ -18,7 +18,7 @@ from tests.server.test_openai_api import call_reply, text_reply
 from toolrelay.adapters.stores import MemoryStore, NewChat
 from toolrelay.adapters.stores.sql import SQLStore
 from toolrelay.config.settings import Settings
-from toolrelay.core.status import TurnStatus
+from toolrelay.core.turn.status import TurnStatus
 from toolrelay.engine.finish import RunResult
 from toolrelay.server.api_log import ApiTurnLog
 from toolrelay.testing.fake_server import FakeModelServer, SSEReply

@@ -1,7 +1,7 @@
 """Model clients: the adapters that implement `engine.interfaces.ModelClient`.
 
 Each client (an `http.APIClient`) builds one API's request body and hands
-back the raw response body (`body.UpstreamBody`); `core.body.BodyReader`
+back the raw response body (`body.UpstreamBody`); `core.stream.reader.BodyReader`
 reads it. Shared plumbing (`http.Upstream`: retries, timeouts, error messages;
 `HTTPOptions`: headers, timeouts, retries, size cap, transport) lives in
 `http`; the bytes go through `adapters.http`'s transport.

@@ -3,7 +3,7 @@
 This module owns getting a model server's response body to the engine as raw
 bytes, and turning every way that can fail into a `ProviderError` with a
 sentence a user can act on. It does not build request bodies (the API modules
-do), it does not parse response bodies (`core.body.BodyReader` does), except
+do), it does not parse response bodies (`core.stream.reader.BodyReader` does), except
 to pull the message out of an HTTP error body, and it does not speak HTTP
 itself: requests go through a `Transport` (`adapters.http`), aiohttp's unless
 `HTTPOptions.transport` names another.
@@ -22,7 +22,7 @@ Rules:
    the longest gap between chunks; `total` bounds everything, retries
    included. One timer per model call watches them all
    (`adapters.models.watchdog`), handed from the request to the body
-   (`adapters.models.body`), so a stalled server cannot hold a turn forever.
+   (`adapters.models.upstream_body`), so a stalled server cannot hold a turn forever.
 4. A body past `max_response_bytes` ends the call with a `ProviderError`;
    what came before it is read (the turn keeps its partial output).
 5. A stream that ends, fails or is closed releases its connection at once
@@ -52,8 +52,8 @@ from toolrelay.adapters.http.seam import (
     Transport,
     TransportError,
 )
-from toolrelay.adapters.models.body import NO_CAP, UpstreamBody
-from toolrelay.adapters.models.errors import error_from_response
+from toolrelay.adapters.models.failures import error_from_response
+from toolrelay.adapters.models.upstream_body import NO_CAP, UpstreamBody
 from toolrelay.adapters.models.watchdog import DEFAULT_TIMEOUTS, Timeouts, Watchdog
 from toolrelay.core.formats.content import detect_format
 from toolrelay.engine.interfaces import ModelRequest

@@ -2,7 +2,7 @@
 
 The request body (object arguments, `tool_name`, `images`, `options`) is
 `core.formats.ollama.request`. Sending, retries, timeouts and errors are
-`adapters.models.http`; reading the body is `core.body.BodyReader`.
+`adapters.models.http`; reading the body is `core.stream.reader.BodyReader`.
 """
 
 from __future__ import annotations

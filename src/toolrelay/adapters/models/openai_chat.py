@@ -3,7 +3,7 @@
 The request body is `core.formats.chat_completions.request` (the history plus
 this turn's items as messages, SPEC R13, the tools, pass-through parameters).
 Sending, retries, timeouts and errors are `adapters.models.http`; reading
-the body is `core.body.BodyReader`.
+the body is `core.stream.reader.BodyReader`.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 The request body is `core.formats.responses.request` (SPEC R14: stateless
 resends the whole history, stateful sends only what is new after
 `previous_response_id`). Sending, retries, timeouts and errors are
-`adapters.models.http`; reading the body is `core.body.BodyReader`.
+`adapters.models.http`; reading the body is `core.stream.reader.BodyReader`.
 """
 
 from __future__ import annotations

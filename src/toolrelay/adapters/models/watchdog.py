@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from types import AsyncGeneratorType
 from typing import Any, Final
 
-from toolrelay.adapters.models.errors import timeout_error
+from toolrelay.adapters.models.failures import timeout_error
 from toolrelay.errors import ProviderError
 
 __all__ = ["DEFAULT_TIMEOUTS", "MIN_STEP", "SAMPLES", "Timeouts", "Watchdog"]

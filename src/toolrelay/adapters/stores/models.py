@@ -172,7 +172,7 @@ class SearchDocRow(Base):
 
 
 class ToolOutputRow(Base):
-    """The whole text of a tool result the model read cut (`core.result_cap`), once."""
+    """The whole text of a tool result the model read cut (`core.tools.result_cap`), once."""
 
     __tablename__ = "tool_outputs"
 

@@ -15,7 +15,7 @@ import orjson
 
 from toolrelay.adapters.stores.base import StoredMessage, TurnFields
 from toolrelay.core.formats.transcript import CallIdCounts, to_chat_messages, unique_call_ids
-from toolrelay.core.status import TurnStatus
+from toolrelay.core.turn.status import TurnStatus
 from toolrelay.engine.interfaces import Message
 
 __all__ = ["Clock", "history_messages", "history_of", "message_content", "turn_fields", "utc_now"]

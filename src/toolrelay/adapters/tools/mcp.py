@@ -4,7 +4,7 @@ Owns: the transports a user names (`MCPServer.stdio`, `.http`, `.sse`), turning
 `tools/list` into tool specs (input schema kept as the server gave it, no
 argument filtering: the server validates, R8), an optional name prefix and
 allow/deny patterns, refreshing the list on `notifications/tools/list_changed`,
-and turning `tools/call` answers into values `core.tool_results` normalises
+and turning `tools/call` answers into values `core.tools.results` normalises
 (content parts as MCP sends them; `isError` raises so the model sees an error).
 Progress notifications become `tool:progress` events naming the call; a
 cancelled call is cancelled on the server too (the SDK sends
@@ -228,7 +228,7 @@ class MCPServer:
 
 
 def result_value(result: Any) -> Any:
-    """A `CallToolResult` as the content parts `core.tool_results` knows; errors raise.
+    """A `CallToolResult` as the content parts `core.tools.results` knows; errors raise.
 
     `structuredContent` is used when the content carries no text (servers
     should also send it as text, not all do).
@@ -240,7 +240,7 @@ def result_value(result: Any) -> Any:
         texts = [str(p.get("text")) for p in content if p.get("type") == "text"]
         raise ToolError("Error: " + ("\n".join(texts) or "the tool reported an error"))
     if structured is not None and not any(p.get("type") == "text" for p in content):
-        from toolrelay.core.tool_results import normalise_result  # JSON text, never raises
+        from toolrelay.core.tools.results import normalise_result  # JSON text, never raises
 
         content.append({"type": "text", "text": normalise_result(structured).text or ""})
     return content

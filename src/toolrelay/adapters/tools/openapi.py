@@ -1,7 +1,7 @@
 """OpenAPI tool servers as a tool source: `OpenAPIServer("http://host:8000")`.
 
 Owns fetching `openapi.json` (lazily, once; again after `refresh()`),
-offering one tool per operation (`core.openapi` builds the schemas), and
+offering one tool per operation (`core.tools.openapi_operations` builds the schemas), and
 sending calls with the server's auth: a bearer token or a named header, each
 read from an env var. A non-2xx answer raises `ToolError` with the status and
 the body text, so the model sees what went wrong; a `text/html` answer is
@@ -23,7 +23,7 @@ import orjson
 from toolrelay.adapters.http import AiohttpTransport, Request, Transport, TransportError
 from toolrelay.adapters.http.fetch import Answer, fetch, url_with_query
 from toolrelay.adapters.tools.source import SourceTool
-from toolrelay.core.openapi import Operation, build_request, operations
+from toolrelay.core.tools.openapi_operations import Operation, build_request, operations
 from toolrelay.engine.interfaces import Tool, ToolContext, ToolSpec
 from toolrelay.errors import ConfigError, ToolError
 

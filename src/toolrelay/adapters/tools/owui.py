@@ -30,7 +30,7 @@ import orjson
 from toolrelay.adapters.tools.loader import import_tool_file
 from toolrelay.adapters.tools.python import PythonTool
 from toolrelay.core import events as ev
-from toolrelay.core.tool_results import normalise_result
+from toolrelay.core.tools.results import normalise_result
 from toolrelay.engine.interfaces import Tool, ToolContext
 from toolrelay.errors import ConfigError, ToolError
 

@@ -23,7 +23,7 @@ messages or Responses input items).
 
 Shared by all three: `answer` (a finished turn -> what an OpenAI answer says:
 the one place that decides finish reasons and statuses), `sse` (SSE framing of
-what we send), `errors` (the human message inside any error payload),
+what we send), `error_message` (the human message inside any error payload),
 `content` (a body's framing from its content type and first bytes) and
 `params` (a client's sampling parameters named as the upstream API names them).
 """

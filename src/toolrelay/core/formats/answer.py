@@ -35,7 +35,7 @@ from toolrelay.core.items import (
     item_text,
     output_text,
 )
-from toolrelay.core.status import TurnStatus, turn_status
+from toolrelay.core.turn.status import TurnStatus, turn_status
 
 __all__ = ["TurnAnswer", "final_answer", "open_calls", "turn_answer"]
 

@@ -1,7 +1,7 @@
 """A response body's framing, decided one way: its content type, else its first bytes.
 
 Used by the HTTP model clients on a live response (`adapters.models.http`)
-and by whatever reads a recorded body (`core.body.read_body`, the CLI's
+and by whatever reads a recorded body (`core.stream.reader.read_body`, the CLI's
 `replay`, the test doubles). `text/event-stream` is SSE; the NDJSON types are
 NDJSON; `application/json` is one JSON document. Any other or no content
 type (a proxy's `text/plain`, a recording on disk) is sniffed: SSE field

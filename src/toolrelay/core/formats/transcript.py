@@ -57,7 +57,7 @@ from toolrelay.core.formats.call_ids import (
     used_call_ids,
 )
 from toolrelay.core.items import is_call, is_call_output
-from toolrelay.core.tool_results import is_model_image
+from toolrelay.core.tools.results import is_model_image
 
 __all__ = [
     "CODE_IMAGES_TEXT",

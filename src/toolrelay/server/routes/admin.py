@@ -8,7 +8,7 @@ from fastapi import APIRouter, Request
 
 from toolrelay.adapters.stores import ApiKey
 from toolrelay.server.auth import request_key
-from toolrelay.server.errors import APIError
+from toolrelay.server.error_responses import APIError
 from toolrelay.server.guard import AdminDep, GuardedRoute
 from toolrelay.server.openapi import KeyCreated, KeyList, doc
 from toolrelay.server.schemas import KeyCreate

@@ -26,13 +26,13 @@ from fastapi.responses import Response, StreamingResponse
 
 from toolrelay.adapters.stores import Chat, StoredMessage
 from toolrelay.adapters.stores.listing import ChatCursor
-from toolrelay.core.citations import saved_sources
 from toolrelay.core.events import Event
-from toolrelay.core.owui_events import OpenWebUIEvents
+from toolrelay.core.formats.openwebui_events import OpenWebUIEvents
+from toolrelay.core.tools.citations import saved_sources
 from toolrelay.server.api_log import API_CHAT_PREFIX
 from toolrelay.server.attachments import attach
 from toolrelay.server.client_tools import client_tools
-from toolrelay.server.errors import APIError
+from toolrelay.server.error_responses import APIError
 from toolrelay.server.guard import GuardedRoute, UserDep
 from toolrelay.server.metrics import Metrics
 from toolrelay.server.openapi import (
@@ -309,7 +309,7 @@ async def events(
     format: Literal["toolrelay", "openwebui"] | None = Query(None),
 ) -> StreamingResponse:
     """`format=openwebui`: Open WebUI's event names and payloads, each frame's data its
-    Socket.IO envelope `{chat_id, message_id, data: {type, data}}` (`core.owui_events`);
+    Socket.IO envelope `{chat_id, message_id, data: {type, data}}` (`core.formats.openwebui_events`);
     unset: the chat's route's `events`."""
     chat = await _owned(svc, chat_id, user.id)
     resume = None if after is None else min(after, MAX_INT64)

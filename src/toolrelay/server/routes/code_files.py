@@ -21,7 +21,7 @@ from typing import Any
 from fastapi import APIRouter
 from fastapi.responses import Response
 
-from toolrelay.server.errors import APIError
+from toolrelay.server.error_responses import APIError
 from toolrelay.server.guard import GuardedRoute, UserDep
 from toolrelay.server.routes.chats import _owned
 from toolrelay.server.services import Services, ServicesDep

@@ -16,7 +16,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
 from toolrelay.adapters.files import FileTooBig, LocalFiles, NoSuchFile
-from toolrelay.server.errors import APIError
+from toolrelay.server.error_responses import APIError
 from toolrelay.server.guard import GuardedRoute, UserDep
 from toolrelay.server.services import Services, ServicesDep
 

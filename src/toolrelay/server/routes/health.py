@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 
 from fastapi import APIRouter
 
-from toolrelay.server.errors import JSONBody
+from toolrelay.server.error_responses import JSONBody
 from toolrelay.server.guard import GuardedRoute
 from toolrelay.server.openapi import Health, doc
 from toolrelay.server.services import ServicesDep

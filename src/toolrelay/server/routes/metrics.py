@@ -9,7 +9,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from toolrelay.server.errors import APIError
+from toolrelay.server.error_responses import APIError
 from toolrelay.server.guard import AdminDep, GuardedRoute
 from toolrelay.server.metrics import CONTENT_TYPE, Metrics
 from toolrelay.server.services import ServicesDep

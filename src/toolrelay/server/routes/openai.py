@@ -19,7 +19,7 @@ from toolrelay.core.formats.answer import turn_answer
 from toolrelay.core.formats.chat_completions.render import ChatStream, completion_for
 from toolrelay.server.attachments import attach_last
 from toolrelay.server.client_tools import turn_args
-from toolrelay.server.errors import APIError, JSONBody
+from toolrelay.server.error_responses import APIError, JSONBody
 from toolrelay.server.guard import GuardedRoute, UserDep
 from toolrelay.server.logs import REQUEST_ID
 from toolrelay.server.openapi import ModelList, OpenAIObject, doc

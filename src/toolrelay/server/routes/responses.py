@@ -19,7 +19,7 @@ from toolrelay.core.formats.responses.render import ResponsesStream, response_fo
 from toolrelay.core.ids import new_id
 from toolrelay.server.attachments import attach_last
 from toolrelay.server.client_tools import turn_args
-from toolrelay.server.errors import APIError, JSONBody
+from toolrelay.server.error_responses import APIError, JSONBody
 from toolrelay.server.guard import GuardedRoute, UserDep
 from toolrelay.server.logs import REQUEST_ID
 from toolrelay.server.openapi import OpenAIObject, doc

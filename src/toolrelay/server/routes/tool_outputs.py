@@ -1,6 +1,6 @@
 """Whole tool results: `GET /api/chats/{id}/outputs/{item_id}`.
 
-The model reads a long tool result cut to the cap (`core.result_cap`); its
+The model reads a long tool result cut to the cap (`core.tools.result_cap`); its
 `function_call_output` item says so (`cut: {bytes, sent}`), and the whole text is
 stored once, apart from the turn, and served here to the chat's owner on demand,
 never pushed over the event stream.
@@ -11,7 +11,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 from fastapi.responses import Response
 
-from toolrelay.server.errors import APIError
+from toolrelay.server.error_responses import APIError
 from toolrelay.server.guard import GuardedRoute, UserDep
 from toolrelay.server.routes.chats import _owned
 from toolrelay.server.services import ServicesDep

@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import APIRouter
 
 from toolrelay.errors import ConfigError
-from toolrelay.server.errors import APIError
+from toolrelay.server.error_responses import APIError
 from toolrelay.server.guard import GuardedRoute, UserDep
 from toolrelay.server.services import ServicesDep
 

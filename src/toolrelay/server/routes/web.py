@@ -20,7 +20,7 @@ from toolrelay import __version__
 from toolrelay.adapters.stores import User
 from toolrelay.config.registry import setup_hint
 from toolrelay.server.auth import client_address
-from toolrelay.server.errors import APIError, JSONBody
+from toolrelay.server.error_responses import APIError, JSONBody
 from toolrelay.server.guard import GuardedRoute, UserDep
 from toolrelay.server.schemas import SessionCreate
 from toolrelay.server.services import Services, ServicesDep

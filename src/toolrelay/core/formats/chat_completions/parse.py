@@ -1,7 +1,7 @@
 """Chat Completions chunks -> normalised deltas, with every provider quirk in one place.
 
 Owns: reading one already-parsed `chat.completion.chunk` (or a whole
-non-streaming `chat.completion`) and translating it into `core.deltas`
+non-streaming `chat.completion`) and translating it into `core.stream.deltas`
 values. SSE framing, `[DONE]`, and turning deltas into items live elsewhere.
 
 Rules this module keeps (SPEC R3; quirks seen from OpenAI, DeepSeek,
@@ -35,7 +35,9 @@ from typing import Any
 
 import orjson
 
-from toolrelay.core.deltas import (
+from toolrelay.core.formats.error_message import error_message
+from toolrelay.core.ids import new_id
+from toolrelay.core.stream.deltas import (
     DELTA_LIST,
     CitationDelta,
     Delta,
@@ -47,8 +49,6 @@ from toolrelay.core.deltas import (
     ToolCallDelta,
     UsageDelta,
 )
-from toolrelay.core.formats.errors import error_message
-from toolrelay.core.ids import new_id
 
 __all__ = [
     "ChatCompletionsDecoder",
@@ -95,7 +95,7 @@ class ChatCompletionsDecoder:
         return out
 
     def feed_into(self, chunk: dict[str, Any], sink: DeltaSink, out: list[Any]) -> None:
-        """Translate one parsed chunk into `sink` (`core.deltas.DeltaSink`), which adds
+        """Translate one parsed chunk into `sink` (`core.stream.deltas.DeltaSink`), which adds
         what it makes of it to `out`.
 
         The common chunk — one choice, a one-key text, reasoning or arguments delta,

@@ -2,7 +2,7 @@
 
 Owns: reading one already-parsed NDJSON line of a streamed `/api/chat`
 response (or the single non-streaming object, which has the same shape) and
-translating it into `core.deltas` values. Line framing lives in `framing`.
+translating it into `core.stream.deltas` values. Line framing lives in `framing`.
 
 Ollama sends tool calls whole and usually without ids or useful indexes, so
 every listed call is its own slot with a minted `call_<24 hex>` id (kept when
@@ -15,7 +15,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from toolrelay.core.deltas import (
+from toolrelay.core.formats.chat_completions.parse import arguments_text, error_from_payload
+from toolrelay.core.ids import new_id
+from toolrelay.core.stream.deltas import (
     Delta,
     FinishDelta,
     ReasoningDelta,
@@ -23,8 +25,6 @@ from toolrelay.core.deltas import (
     ToolCallDelta,
     UsageDelta,
 )
-from toolrelay.core.formats.chat_completions.parse import arguments_text, error_from_payload
-from toolrelay.core.ids import new_id
 
 __all__ = ["OllamaDecoder"]
 

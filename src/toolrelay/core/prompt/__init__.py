@@ -1,0 +1,1 @@
+"""What the model is sent besides the chat itself: context fitting, retrieved sources, attachments."""
