@@ -11,6 +11,7 @@ import pytest
 
 from tests.patience import HANG
 from toolrelay.adapters.code import JupyterRunner, PoolFull, SandboxLimits
+from toolrelay.adapters.code.kernels import SandboxedKernelManager
 from toolrelay.adapters.code.sandbox import Isolation
 from toolrelay.engine.interpreter import CodeJob
 from toolrelay.errors import ToolError
@@ -185,6 +186,60 @@ async def test_a_kernel_that_cannot_start_says_why(tmp_path: Path) -> None:
         assert run.pool.running() == []
     finally:
         await run.aclose()
+
+
+def _too_deep(base: Path) -> Path:
+    """A directory under `base` whose `.kernels/<uid>/k-1` is longer than a Unix socket's path."""
+    deep = base / ("d" * 60) / ("e" * 60)
+    assert len(str(deep / ".kernels" / "1234567000" / "k-1")) > 107
+    return deep
+
+
+async def test_a_data_directory_too_deep_for_a_socket_path_still_runs_code(
+    tmp_path: Path,
+) -> None:
+    run = JupyterRunner(_too_deep(tmp_path), timeout=HANG)
+    try:
+        out = await run.run("6 * 7", "python", CodeJob(session="deep"))
+        rundir = run.pool._kernels["deep"].rundir
+        short = run.pool.sockets_root()
+    finally:
+        await run.aclose()
+    assert out["result"] == "42"
+    assert not rundir.is_relative_to(run.root)
+    assert rundir.is_relative_to(short) and len(str(rundir / "k-65535")) <= 107
+    assert not short.exists()  # removed with the pool
+
+
+async def test_a_kernel_whose_sockets_cannot_be_bound_leaves_nothing_running_or_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The start fails after the kernel process started (its control socket cannot
+    connect): the process is stopped and its ZeroMQ context and sockets are closed now,
+    not left to a garbage collection that warns about them in some later test."""
+    root = _too_deep(tmp_path)
+    run = JupyterRunner(root, timeout=HANG, startup_timeout=HANG)
+    monkeypatch.setattr(run.pool, "sockets_root", lambda: root / ".kernels")  # as before
+    try:
+        with pytest.raises(ToolError, match="did not start: File name too long") as caught:
+            await run.run("1", "python", CodeJob(session="unbound"))
+        assert run.pool.running() == []
+    finally:
+        await run.aclose()
+    manager = _manager_of(caught.value)
+    assert manager.context.closed
+    assert not await manager.is_alive()
+
+
+def _manager_of(error: BaseException) -> SandboxedKernelManager:
+    """The kernel manager of a failed start, from the frames its error's cause went through."""
+    tb = error.__cause__.__traceback__ if error.__cause__ is not None else None
+    while tb is not None:
+        found = tb.tb_frame.f_locals.get("manager")
+        if isinstance(found, SandboxedKernelManager):
+            return found
+        tb = tb.tb_next
+    raise AssertionError(f"no kernel manager in the traceback of {error!r}")
 
 
 async def test_a_run_waiting_on_a_kernel_that_is_shut_down_starts_a_new_one(

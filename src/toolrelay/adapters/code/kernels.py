@@ -8,7 +8,10 @@ is shut down, and `aclose()` shuts every one down (server stop). At most
 
 Each kernel talks to us over Unix sockets (ZeroMQ `ipc`) in a directory of
 its own (`.kernels/<uid>`), which also work from inside a network namespace
-with no interface. Each kernel runs as a user of its own (`Sandbox.take_user`),
+with no interface. A Unix socket's path holds at most 107 bytes: under a
+data directory too deep for that, the socket directories go to a short
+temporary directory of the pool's instead (`sockets_root`), removed when
+the pool closes; otherwise no kernel could start there at all. Each kernel runs as a user of its own (`Sandbox.take_user`),
 taken before it starts and given back only once nothing runs under it. It is
 interrupted by a message on its control channel, not a signal: a signal would
 reach bubblewrap, not the kernel.
@@ -20,9 +23,11 @@ import asyncio
 import contextlib
 import hashlib
 import logging
+import os
 import re
 import secrets
 import shutil
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -40,6 +45,10 @@ __all__ = ["Kernel", "KernelPool", "PoolFull"]
 log = logging.getLogger(__name__)
 
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]")
+_SOCKET_PATH_MAX = 107
+"""Bytes of a Unix socket's path (`sun_path` is 108 with its final NUL)."""
+_SOCKET_NAME_ROOM = len("/k-0123456789abcdef/k-65535")
+"""The longest a kernel's directory and socket name add to `sockets_root()`."""
 
 
 def _tail(path: Path, lines: int = 3) -> str:
@@ -49,6 +58,24 @@ def _tail(path: Path, lines: int = 3) -> str:
     except OSError:
         return ""
     return " | ".join(text.splitlines()[-lines:])
+
+
+async def _stop_unstarted(manager: AsyncKernelManager) -> None:
+    """Stop a kernel whose start failed, and close its ZeroMQ context and sockets.
+
+    `shutdown_kernel` first interrupts it over its control socket, which is what may
+    have failed to connect (then it raises and kills nothing): the process is then
+    stopped by signal and the manager's resources freed here, or they would leak
+    until garbage collection (a running process, an unclosed context)."""
+    try:
+        await manager.shutdown_kernel(now=True)
+        return
+    except Exception as exc:
+        log.debug("a kernel that did not start did not shut down: %s", exc)
+    with contextlib.suppress(Exception):
+        await manager.finish_shutdown(waittime=0)  # SIGTERM, SIGKILL, then reaped
+    with contextlib.suppress(Exception):
+        await manager.cleanup_resources()
 
 
 class PoolFull(ToolError):
@@ -114,6 +141,8 @@ class KernelPool:
         self._closing: dict[str, asyncio.Event] = {}
         self._reaper: asyncio.Task[None] | None = None
         self._closed = False
+        self._short_root: Path | None = None
+        """The temporary socket root, made when `root` is too deep (removed in `aclose`)."""
 
     def workdir(self, session: str) -> Path:
         """The chat's own directory (files its cells write; images it showed)."""
@@ -121,6 +150,16 @@ class KernelPool:
         if name != session or name.startswith(".") or not name:  # .kernels, .users: ours
             name = "s-" + hashlib.sha256(session.encode()).hexdigest()[:24]
         return self.root / name
+
+    def sockets_root(self) -> Path:
+        """Where the kernels' socket directories go: `root/.kernels`, or a short temporary
+        directory when a socket path under that would be too long to bind."""
+        own = self.root / ".kernels"
+        if len(os.fsencode(own)) + _SOCKET_NAME_ROOM <= _SOCKET_PATH_MAX:
+            return own
+        if self._short_root is None:
+            self._short_root = Path(tempfile.mkdtemp(prefix="toolrelay-k-"))
+        return self._short_root
 
     def running(self) -> list[str]:
         return sorted(self._kernels)
@@ -166,7 +205,7 @@ class KernelPool:
     def _rundir(self, uid: int | None) -> Path:
         """A fresh directory for the kernel's connection file and sockets."""
         name = str(uid) if uid is not None else f"k-{secrets.token_hex(8)}"
-        rundir = self.root / ".kernels" / name
+        rundir = self.sockets_root() / name
         rundir.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         shutil.rmtree(rundir, ignore_errors=True)  # an old kernel's (rmtree follows no link)
         rundir.mkdir(mode=0o700)
@@ -205,8 +244,7 @@ class KernelPool:
         except BaseException as exc:
             if client is not None:
                 client.stop_channels()
-            with contextlib.suppress(Exception):
-                await manager.shutdown_kernel(now=True)
+            await _stop_unstarted(manager)
             self.sandbox.own(workdir, None)
             if isinstance(exc, Exception):
                 said = _tail(log_path)
@@ -283,3 +321,5 @@ class KernelPool:
         for session in list(self._kernels):
             await self.shutdown(session)
         self.sandbox.close()
+        if self._short_root is not None:
+            shutil.rmtree(self._short_root, ignore_errors=True)
