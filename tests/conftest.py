@@ -14,6 +14,9 @@ from tests.sdk_clients import close_all
 # No property test depends on the clock: hypothesis' default 200 ms deadline per example
 # and its too-slow health check fail on a loaded 2-core machine (seen: a cheap splitter
 # test failed under `pytest -n 2` with eight suites running), never on a wrong answer.
+pytest_plugins = ["tests.embedded"]
+"""The embedded model's session fixture, registered once for every module that uses it."""
+
 settings.register_profile("toolrelay", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("toolrelay")
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.adapters.local.test_embedded_model import Embedded, embedded  # noqa: F401
+from tests.embedded import Embedded
 from tests.server.conftest import Running, ServerThread, make_settings
 from tests.server.test_background_tasks import of_type, turn
 from tests.server.test_chats_api import new_chat
@@ -29,7 +29,7 @@ COPY_ME = 'Reply with exactly this JSON and nothing else: {"title": "Sea shantie
 def test_the_title_task_runs_on_the_embedded_model(
     tmp_path: Path,
     upstream: FakeModelServer,
-    embedded: Embedded,  # noqa: F811
+    embedded: Embedded,
 ) -> None:
     local = next(r for r in embedded.settings.models if r.name == "local")
     greedy = {**local.params, "temperature": 0, "seed": 7, "max_tokens": 32}

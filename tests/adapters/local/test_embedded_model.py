@@ -1,6 +1,7 @@
 """The real embedded model: weights assembled and checked, llama.cpp loaded, turns run.
 
-One model per test process (`embedded`; its GGUF assembled once per run).
+One model per test process (`embedded`, tests/embedded.py; its GGUF assembled
+once per run).
 These assert the loop's structure — deltas streamed, a final message, usage,
 the answer over the OpenAI API — never the model's words. Without the
 `[local]` extra they fail saying which extra to install.
@@ -8,12 +9,8 @@ the answer over the OpenAI API — never the model's words. Without the
 
 from __future__ import annotations
 
-import fcntl
 import os
 import signal
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx2
@@ -22,11 +19,11 @@ import pytest
 from benchmarks.harness import ADMIN_KEY as HARNESS_KEY
 from benchmarks.harness import ServerProcess
 
+from tests.embedded import Embedded
 from tests.server.conftest import ADMIN_KEY, ServerThread
-from toolrelay.adapters.local import QWEN_CODER_05B
 from toolrelay.adapters.tools import tool
-from toolrelay.config import Settings, build_registry
-from toolrelay.config.local import KEY_ENV, LocalModel, start_local
+from toolrelay.config import build_registry
+from toolrelay.config.local import KEY_ENV
 from toolrelay.core.events import Event
 from toolrelay.core.items import raw_items
 from toolrelay.engine.interfaces import ModelClient, ModelRequest, ModelStream
@@ -35,46 +32,6 @@ from toolrelay.engine.relay import Relay
 pytestmark = [pytest.mark.local_model, pytest.mark.anyio]
 
 SHORT = {"max_tokens": 24, "temperature": 0, "seed": 7}
-
-
-@dataclass
-class Embedded:
-    settings: Settings
-    model: LocalModel
-
-
-@contextmanager
-def locked(folder: Path) -> Iterator[None]:
-    with (folder / ".lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        yield
-
-
-@pytest.fixture(scope="session")
-def embedded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Embedded]:
-    """The model, its GGUF assembled once per test run: xdist workers share the run's
-    temp dir; under a lock the first assembles, the next ones check its file, and the
-    last one out deletes it (491 MB not left in pytest's kept temp dirs)."""
-    shared = tmp_path_factory.getbasetemp()
-    worker = os.environ.get("PYTEST_XDIST_WORKER")
-    if worker:
-        shared = shared.parent  # the run's dir, above each worker's own
-    data = shared / "embedded"
-    (data / "users").mkdir(parents=True, exist_ok=True)
-    user = data / "users" / (worker or "main")
-    base = Settings(data_dir=data, models=[], admin_key=ADMIN_KEY, database_url=None)
-    with locked(data):
-        user.touch()
-        settings, model = start_local(base)
-    assert model.path == data / "models" / QWEN_CODER_05B.filename
-    try:
-        yield Embedded(settings, model)
-    finally:
-        model.close()
-        with locked(data):
-            user.unlink()
-            if not any((data / "users").iterdir()):
-                model.path.unlink()
 
 
 @pytest.fixture
