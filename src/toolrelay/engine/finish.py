@@ -128,7 +128,7 @@ class Finisher:
         )
         await self._save(result)
         if not end.quiet:
-            await emit(Event(ev.CHAT_COMPLETION, _final_data(result)))
+            await emit(ev.event(ev.CHAT_COMPLETION, _final_data(result)))
         return result
 
     async def after(self, history: Sequence[Message], result: RunResult, emit: Emit) -> RunResult:
@@ -179,7 +179,7 @@ class Finisher:
         if new_output == output:
             return output
         await emit(
-            Event(
+            ev.event(
                 ev.CHAT_OUTLET,
                 {"content": output_text(new_output), "output": strip_base64(new_output)},
             )
@@ -198,11 +198,11 @@ class Finisher:
         if any(t.name == "title" for t in tasks):
             title = await self._title(found.title or fallback_title(history))
         if title:
-            await emit(Event(ev.CHAT_TITLE, {"title": title}))
+            await emit(ev.event(ev.CHAT_TITLE, {"title": title}))
         if found.tags:
-            await emit(Event(ev.CHAT_TAGS, {"tags": list(found.tags)}))
+            await emit(ev.event(ev.CHAT_TAGS, {"tags": list(found.tags)}))
         if found.follow_ups:
-            await emit(Event(ev.CHAT_FOLLOW_UPS, {"follow_ups": list(found.follow_ups)}))
+            await emit(ev.event(ev.CHAT_FOLLOW_UPS, {"follow_ups": list(found.follow_ups)}))
         update = getattr(self.store, "update_chat", None)
         if self.chat_id and update is not None and found.tags:
             await update(self.chat_id, tags=list(found.tags))
@@ -243,8 +243,8 @@ def _closed(item: Item, status: str) -> Item:
     return updated(item, status=status) if item.get("status") == "in_progress" else item
 
 
-def _final_data(result: RunResult) -> dict[str, Any]:
-    data: dict[str, Any] = {
+def _final_data(result: RunResult) -> ev.CompletionData:
+    data: ev.CompletionData = {
         "done": True,
         "output": strip_base64(result.output),
         "content": result.text,

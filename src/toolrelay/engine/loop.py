@@ -20,7 +20,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, assert_never
+from typing import Any, assert_never, cast
 
 from toolrelay.core import events as ev
 from toolrelay.core.events import Event
@@ -492,15 +492,15 @@ class Turn:
     async def _resume(self, state: TurnState) -> None:
         """Go on from a checkpoint: clients get its output, the calls it left unanswered
         get their kept result, an `interrupted` one, or are run (`engine.checkpoint`)."""
-        await self.emitter.emit(Event(ev.TURN_RESUMED, {"output": list(self.output)}))
+        await self.emitter.emit(ev.event(ev.TURN_RESUMED, {"output": list(self.output)}))
         for call_id, answer in state.answers.items():  # what paused it: the calls read them
             self.setup.pending.resolve(state.answer_key(call_id), answer)
         plan = plan_resume(state, self.setup.tools)
         base = len(self.output)
         kept = ordered_outputs(self.output, plan.kept)
         for i, item in enumerate(kept):
-            done = {"output_index": base + i, "item": item}
-            await self.emitter.emit(Event(ev.OUTPUT_ITEM_DONE, done))
+            done: ev.ItemData = {"output_index": base + i, "item": item}
+            await self.emitter.emit(ev.event(ev.OUTPUT_ITEM_DONE, done))
         results, text = dict(plan.kept), []
         if plan.rerun:
             batch = await run_batch(plan.rerun, self.tool_env, base_index=base + len(kept))
@@ -524,8 +524,8 @@ class Turn:
         self.output.extend(results)
         if not self.emitter.quiet:
             for i, item in enumerate(results):
-                done = {"output_index": base + i, "item": item}
-                await self.emitter.emit(Event(ev.OUTPUT_ITEM_DONE, done))
+                done: ev.ItemData = {"output_index": base + i, "item": item}
+                await self.emitter.emit(ev.event(ev.OUTPUT_ITEM_DONE, done))
         return True
 
     async def _run_code(self, item: CodeInterpreterItem) -> None:
@@ -535,7 +535,8 @@ class Turn:
         call_id = item["id"]
 
         async def live(data: dict[str, Any]) -> None:
-            await self.emitter.emit(Event(ev.CODE_OUTPUT, {"call_id": call_id, **data}))
+            output = cast(ev.CodeOutputData, {"call_id": call_id, **data})  # a runner's `kind`, …
+            await self.emitter.emit(ev.event(ev.CODE_OUTPUT, output))
 
         context = self.setup.context
         job = CodeJob(
@@ -552,7 +553,9 @@ class Turn:
         # the turn keeps the images' data (the model sees them, R12); the client, by name
         self.output[index] = updated(item, output=result, status="completed")
         done = updated(item, output=code_output(result), status="completed")
-        await self.emitter.emit(Event(ev.OUTPUT_ITEM_DONE, {"output_index": index, "item": done}))
+        await self.emitter.emit(
+            ev.event(ev.OUTPUT_ITEM_DONE, {"output_index": index, "item": done})
+        )
 
     async def _over_budget(self, outcome: RunTools | RunCode, error: str) -> RunResult:
         """A budget reached while the model wants more (`core.turn.budget`): no further call;
@@ -651,7 +654,7 @@ class Turn:
 
     async def _cancelled(self) -> None:
         self._salvage()
-        await self.emitter.emit(Event(ev.CHAT_TASKS_CANCEL, {}))
+        await self.emitter.emit(ev.event(ev.CHAT_TASKS_CANCEL, {}))
         await self._finish(TurnStatus.CANCELLED, "Cancelled.")
 
 
@@ -692,4 +695,4 @@ def _waits(tools: Mapping[str, Tool], call: FunctionCallItem) -> bool:
 
 
 def _error_event(message: str) -> Event:
-    return Event(ev.CHAT_MESSAGE_ERROR, {"error": {"content": message}})
+    return ev.event(ev.CHAT_MESSAGE_ERROR, {"error": {"content": message}})

@@ -8,7 +8,7 @@ from collections.abc import AsyncGenerator, Iterable, Iterator, Mapping, Sequenc
 from typing import Any
 
 from toolrelay.core import events as ev
-from toolrelay.core.events import Event
+from toolrelay.core.events import Event, as_source
 from toolrelay.core.formats.transcript import repair_history
 from toolrelay.core.ids import new_id
 from toolrelay.core.prompt.rag import take_snapshot
@@ -249,7 +249,7 @@ class Relay:
         )
         if sources and not isinstance(sink, NullSink):  # the sources shown with the answer
             for source in sources:
-                await sink.emit(Event(ev.SOURCE, dict(source)))
+                await sink.emit(ev.event(ev.SOURCE, as_source(source)))
         return await Turn(setup).run()
 
     def stream(

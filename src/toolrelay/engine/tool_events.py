@@ -71,18 +71,18 @@ class BatchEvents:
         if first:
             empty = updated(item, content=[{"type": "output_text", "text": ""}])
             await self._emit(
-                Event(ev.OUTPUT_ITEM_ADDED, {"output_index": self.index, "item": empty})
+                ev.event(ev.OUTPUT_ITEM_ADDED, {"output_index": self.index, "item": empty})
             )
         if replace:
             await self._emit(
-                Event(
-                    "chat:message",
+                ev.event(
+                    ev.CHAT_MESSAGE,
                     {"item_id": item["id"], "output_index": self.index, "content": text},
                 )
             )
         elif text:
             await self._emit(
-                Event(
+                ev.event(
                     ev.OUTPUT_TEXT_DELTA,
                     {
                         "item_id": item["id"],
@@ -103,5 +103,5 @@ class BatchEvents:
         if self.message is None:
             return []
         item = self.message = updated(self.message, status="completed")
-        await self._emit(Event(ev.OUTPUT_ITEM_DONE, {"output_index": self.index, "item": item}))
+        await self._emit(ev.event(ev.OUTPUT_ITEM_DONE, {"output_index": self.index, "item": item}))
         return [item]

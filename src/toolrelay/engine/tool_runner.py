@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from toolrelay.core import events as ev
-from toolrelay.core.events import Event
+from toolrelay.core.events import Event, as_source
 from toolrelay.core.items import (
     FunctionCallItem,
     FunctionCallOutputItem,
@@ -239,7 +239,7 @@ async def _run_one(prep: _Prepared, env: ToolEnv, index: int) -> FunctionCallOut
         await env.on_finished(output)
     if not env.quiet:
         shown = strip_base64(output)
-        await env.emit(Event(ev.OUTPUT_ITEM_DONE, {"output_index": index, "item": shown}))
+        await env.emit(ev.event(ev.OUTPUT_ITEM_DONE, {"output_index": index, "item": shown}))
     return output
 
 
@@ -336,7 +336,7 @@ async def _approval(
 ) -> str | None:
     """None when the user approved (then `env.on_started`, when `started`), else why not."""
     if not env.pending.ready(f"approval:{call_id}"):  # answered already: asked before
-        await env.emit(Event(ev.TOOL_APPROVAL, {"id": call_id, "name": name, "arguments": args}))
+        await env.emit(ev.event(ev.TOOL_APPROVAL, {"id": call_id, "name": name, "arguments": args}))
         if env.pausable:
             raise Waits(call_id, "approval")
     try:
@@ -354,7 +354,7 @@ async def _approval(
 
 async def _client_call(call_id: str, name: str, args: dict[str, Any], env: ToolEnv) -> Any:
     if not env.pending.ready(f"tool:{call_id}"):  # answered already: asked before
-        await env.emit(Event(ev.EXECUTE_TOOL, {"id": call_id, "name": name, "params": args}))
+        await env.emit(ev.event(ev.EXECUTE_TOOL, {"id": call_id, "name": name, "params": args}))
         if env.pausable:
             raise Waits(call_id, "tool")
     return await env.pending.wait(f"tool:{call_id}", env.limits.client_tool_timeout)
@@ -366,7 +366,7 @@ async def _side_events(
     """Citations (successful results only, R11) and `terminal:*` events."""
     if cite and name in CITATION_TOOLS:
         for source in citation_sources(name, args, result.text):
-            await env.emit(Event(ev.SOURCE, source))
+            await env.emit(ev.event(ev.SOURCE, as_source(source)))
     terminal = terminal_event(name, args)
     if terminal is not None:
         await env.emit(terminal)

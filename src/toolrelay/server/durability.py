@@ -190,8 +190,8 @@ async def fail_orphans(store: Store, chat_id: str) -> list[dict[str, Any]]:
 
 def failure_events(turn: Mapping[str, Any]) -> list[Event]:
     """What a client following the chat sees when a turn fails outside the engine."""
-    error = {"content": str(turn.get("error") or "The turn failed.")}
-    final = {
+    error: ev.ErrorText = {"content": str(turn.get("error") or "The turn failed.")}
+    final: ev.CompletionData = {
         "done": True,
         "output": turn.get("output", []),
         "content": turn.get("content", ""),
@@ -199,7 +199,7 @@ def failure_events(turn: Mapping[str, Any]) -> list[Event]:
         "status": turn.get("status") or "failed",
         "error": error,
     }
-    return [Event(ev.CHAT_MESSAGE_ERROR, {"error": error}), Event(ev.CHAT_COMPLETION, final)]
+    return [ev.event(ev.CHAT_MESSAGE_ERROR, {"error": error}), ev.event(ev.CHAT_COMPLETION, final)]
 
 
 async def repair_orphans(store: Store, bus: EventBus, durability: Durability) -> int:

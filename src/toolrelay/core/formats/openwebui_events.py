@@ -93,7 +93,7 @@ class OpenWebUIEvents:
             self._cancel = event  # its output comes with the final event
         elif kind == ev.CHAT_COMPLETION and data.get("done"):
             if self._cancel is not None:
-                out.append(Event(ev.CHAT_TASKS_CANCEL, {"output": data.get("output", [])}))
+                out.append(ev.event(ev.CHAT_TASKS_CANCEL, {"output": data.get("output", [])}))
                 self._cancel = None
             out.append(Event(kind, {**self._resolved(data), "title": self.title}))
             out.append(Event("chat:active", {"active": False}))

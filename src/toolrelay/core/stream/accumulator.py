@@ -119,7 +119,7 @@ class Accumulator:
         match delta:
             case UsageDelta(usage):
                 self.usage = usage
-                return [Event(ev.CHAT_COMPLETION, {"usage": normalise_usage(usage)})]
+                return [ev.event(ev.CHAT_COMPLETION, {"usage": normalise_usage(usage)})]
             case FinishDelta(reason):
                 self.finish_reason = reason
             case ErrorDelta(message, data):
@@ -131,7 +131,7 @@ class Accumulator:
     def _error(self, message: str, data: Any) -> list[Event]:
         self.error = message
         self.error_data = data
-        return [Event(ev.CHAT_MESSAGE_ERROR, {"error": {"content": message}})]
+        return [ev.event(ev.CHAT_MESSAGE_ERROR, {"error": {"content": message}})]
 
     # -- end ---------------------------------------------------------------
     def finish(self, *, truncated: bool = False) -> list[Event]:
@@ -146,12 +146,12 @@ class Accumulator:
 
     # -- item plumbing -------------------------------------------------------
     def _announce(self, item: Item, index: int) -> Event:
-        return Event(ev.OUTPUT_ITEM_ADDED, self._item_data(item, index))
+        return ev.event(ev.OUTPUT_ITEM_ADDED, self._item_data(item, index))
 
     def _done(self, index: int) -> Event:
-        return Event(ev.OUTPUT_ITEM_DONE, self._item_data(self._items[index], index))
+        return ev.event(ev.OUTPUT_ITEM_DONE, self._item_data(self._items[index], index))
 
-    def _item_data(self, item: Item, index: int) -> dict[str, Any]:
+    def _item_data(self, item: Item, index: int) -> ev.ItemData:
         """A snapshot for listeners; quiet, nobody looks, so it is not copied."""
         return {
             "output_index": self._offset + index,

@@ -309,12 +309,12 @@ class DeltaAccumulator(Accumulator):
             part.setdefault("annotations", []).append(
                 {"type": "url_citation", "url": url, "title": name}
             )
-        source = {
+        source: ev.SourceData = {
             "source": {"name": name, "url": url},
             "document": [name],
             "metadata": [{"source": url, "name": name}],
         }
-        return [Event(ev.SOURCE, source)]
+        return [ev.event(ev.SOURCE, source)]
 
     # -- end -----------------------------------------------------------------
     def _finish(self, status: str) -> list[Event]:
@@ -328,9 +328,12 @@ class DeltaAccumulator(Accumulator):
             call.item["arguments"] = "".join(call.args)
             call.item["status"] = status
             call.args = []
-            data = {"item_id": call.item["id"], "output_index": self._offset + call.index}
-            arguments = call.item["arguments"]
-            out.append(Event(ev.FUNCTION_CALL_ARGUMENTS_DONE, {**data, "arguments": arguments}))
+            done: ev.ArgumentsDoneData = {
+                "item_id": call.item["id"],
+                "output_index": self._offset + call.index,
+                "arguments": call.item["arguments"],
+            }
+            out.append(ev.event(ev.FUNCTION_CALL_ARGUMENTS_DONE, done))
         for call in calls:
             out.extend(self._split(call.index, status))
         return out

@@ -81,7 +81,7 @@ class EventAccumulator(Accumulator):
                 self.response_id = meta.response_id
             if meta.usage:
                 self.usage = meta.usage
-                out.append(Event(ev.CHAT_COMPLETION, {"usage": normalise_usage(meta.usage)}))
+                out.append(ev.event(ev.CHAT_COMPLETION, {"usage": normalise_usage(meta.usage)}))
             if meta.status:
                 self.status = meta.status
             if meta.error:
@@ -96,7 +96,7 @@ class EventAccumulator(Accumulator):
             if item.get("status") == "in_progress":
                 item = updated(item, status=status)
                 out.append(
-                    Event(ev.OUTPUT_ITEM_DONE, {"output_index": self._offset + i, "item": item})
+                    ev.event(ev.OUTPUT_ITEM_DONE, {"output_index": self._offset + i, "item": item})
                 )
             items.append(item)
         self._items = items
