@@ -62,6 +62,7 @@ from toolrelay.engine.checkpoint import (
 )
 from toolrelay.engine.coalesce import Coalescer
 from toolrelay.engine.context_fit import ContextFit
+from toolrelay.engine.continuation import joined
 from toolrelay.engine.finish import Finisher, RunResult, TurnEnd
 from toolrelay.engine.interfaces import (
     EventSink,
@@ -136,6 +137,9 @@ class TurnSetup:
     """The history for model call N (N > 0) through the inlet filters again; None: as is."""
     pause: bool = False
     """With `checkpoints`: a call waiting for an answer pauses the turn (`TurnPaused`)."""
+    continues: str | None = None
+    """With `resume`: the cut message item the first response goes on writing
+    (`engine.continuation`)."""
 
 
 class Turn:
@@ -423,7 +427,12 @@ class Turn:
         return self._history_ids | ids
 
     def _absorb(self, read: ReadResult) -> ReadResult:
-        self.output.extend(read.output)
+        continues, self.setup.continues = self.setup.continues, None  # the first response
+        whole = joined(self.output, read.output, continues) if continues else None
+        if whole is None:
+            self.output.extend(read.output)
+        else:
+            self.output[:] = whole
         if read.usage:
             self.usage = merge_usage(self.usage, read.usage)
             if self.setup.prices:  # the route's price table says what it cost

@@ -142,6 +142,7 @@ class Relay:
         model_info: Mapping[str, Any] | None = None,
         request: Any = None,
         pause: bool = False,
+        continues: str | None = None,
     ) -> RunResult:
         """Run one turn to its end. Cancelling the task saves the partial turn, then re-raises.
 
@@ -156,6 +157,8 @@ class Relay:
         `pause` (with `checkpoints`): a call that needs an answer (an approval, a client's
         result) not given yet saves the turn and raises `TurnPaused` instead of waiting;
         `resume` it later with the answers in its state (`TurnState.answers`).
+        `continues` (with `resume`: a cut answer's items) names its last message item,
+        which the model's next text goes on (`engine.continuation`).
         """
         raw = _as_messages(messages)
         message_id = message_id or new_id("msg")
@@ -246,6 +249,7 @@ class Relay:
             refilter=refilter,
             prices=self.prices,
             pause=pause,
+            continues=continues,
         )
         if sources and not isinstance(sink, NullSink):  # the sources shown with the answer
             for source in sources:

@@ -35,6 +35,7 @@ from toolrelay.server.openapi import fix_openapi
 from toolrelay.server.resume import default_node
 from toolrelay.server.routes import (
     admin,
+    branches,
     chats,
     code_files,
     files,
@@ -65,6 +66,7 @@ ROUTERS: Final = tuple(
         openai,
         responses,
         chats,
+        branches,
         code_files,
         files,
         tool_outputs,
@@ -216,6 +218,7 @@ def create_app(
         openai,
         responses,
         chats,
+        branches,
         code_files,
         files,
         tool_outputs,

@@ -90,6 +90,11 @@ class TurnStarted(_Doc):
     user_message_id: str
 
 
+class BranchShown(_Doc):
+    chat_id: str
+    current_id: str
+
+
 class Accepted(_Doc):
     accepted: bool
 

@@ -102,6 +102,21 @@ class MessageCreate(_Open):
     """Retrieved sources `{source, document[], metadata[]}`, injected once per model call (R15)."""
 
 
+class BranchTurn(_Open):
+    """A regenerated or continued answer (`server.branches`)."""
+
+    message_id: str | None = Field(None, max_length=64)
+    """The answer; unset: the chat's current branch's last."""
+    model: Name | None = None
+    tools: list[ChatTool] | None = None
+    features: dict[str, Any] | None = None
+
+
+class BranchSwitch(_Open):
+    message_id: str = Field(min_length=1, max_length=64)
+    """A message of the branch to show: the branch goes down to its newest answer."""
+
+
 class ToolResultIn(_Open):
     id: str = Field(min_length=1)
     result: Any = None

@@ -23,11 +23,11 @@ from toolrelay.adapters.events import EventBus
 from toolrelay.adapters.stores import NotFoundError, Store, TurnRun
 from toolrelay.config.registry import Registry
 from toolrelay.core.events import Event
-from toolrelay.core.ids import new_id
 from toolrelay.engine.checkpoint import TurnPaused, TurnState
 from toolrelay.engine.interfaces import ChatStore, Message, Tool
 from toolrelay.engine.observer import Observer
 from toolrelay.engine.relay import Relay
+from toolrelay.server.branches import BranchRefused, Placement, open_turn
 from toolrelay.server.durability import (
     Durability,
     RetryingStore,
@@ -309,19 +309,22 @@ class TurnManager:
     async def start(
         self,
         chat_id: str,
-        message: Message,
+        message: Message | None,
         *,
         route: str,
         user: Mapping[str, Any],
         client_tools: Sequence[Tool] = (),
         features: Mapping[str, Any] | None = None,
         context: Mapping[str, Any] | None = None,
+        place: Placement | None = None,
     ) -> Started:
         """Take the chat's lease, save the user message and start the turn; else `TurnBusy`.
 
         The lease is taken first, so of many concurrent posts exactly one starts a
         turn and the others change nothing; any failure before the turn runs gives
-        the lease back, so the chat never stays locked.
+        the lease back, so the chat never stays locked. `place`: a regenerated answer,
+        an edited question or a continued answer (`server.branches`; `BranchRefused`
+        when it does not apply).
         """
         name = channel(chat_id)
         await self._take_lease(chat_id)
@@ -337,25 +340,29 @@ class TurnManager:
         try:
             await fail_orphans(self.store, chat_id)  # a dead worker's turn, its lease expired
             relay = self.relay_for(route, store=self._saves)
-            user_message_id = await self.store.add_message(chat_id, message)
-            message_id = new_id("msg")
             # the assistant message exists (in progress) before the first event
-            await self.store.save_turn(
-                chat_id,
-                message_id,
-                {"output": [], "content": "", "status": "in_progress", "model": route},
-            )
+            opened = await open_turn(self.store, chat_id, message, place, route)
         except BaseException as exc:
             await asyncio.shield(self.bus.end(name))
-            if isinstance(exc, Exception) and not isinstance(exc, NotFoundError):
+            if isinstance(exc, Exception) and not isinstance(exc, NotFoundError | BranchRefused):
                 log.exception("could not start a turn in chat %s", chat_id)
                 raise TurnNotStarted(str(exc)) from exc
             raise
         # the history is read by the turn, after the 202: the one part that grows with the chat
         self._launch(
-            relay, chat_id, message_id, None, user, client_tools, features, None, context=context
+            relay,
+            chat_id,
+            opened.message_id,
+            opened.history,
+            user,
+            client_tools,
+            features,
+            opened.resume,
+            context=context,
+            fresh=True,
+            continues=opened.continues,
         )
-        return Started(message_id, user_message_id)
+        return Started(opened.message_id, opened.user_message_id)
 
     def _launch(
         self,
@@ -369,9 +376,11 @@ class TurnManager:
         resume: TurnState | None,
         *,
         context: Mapping[str, Any] | None = None,
+        fresh: bool = False,
+        continues: str | None = None,
     ) -> None:
         """The turn's task and its control listener; the caller holds the chat's lease.
-        A new turn (`history` None) reads its history and records its run first.
+        A new turn (`fresh`) reads its history (unless given) and records its run first.
         `context`: `Relay.run`'s `__request__`/`__model__`/metadata (a resumed turn has none)."""
         loop = asyncio.get_running_loop()
         task = loop.create_task(
@@ -385,6 +394,8 @@ class TurnManager:
                 features,
                 context,
                 resume=resume,
+                fresh=fresh,
+                continues=continues,
             )
         )
         listener = loop.create_task(self._listen(chat_id, relay, task))
@@ -426,6 +437,8 @@ class TurnManager:
         context: Mapping[str, Any] | None = None,
         *,
         resume: TurnState | None = None,
+        fresh: bool = False,
+        continues: str | None = None,
     ) -> None:
         """`context`: more `Relay.run` arguments (`__model__`, `__request__`, metadata …),
         and `on_done`, called with the ended turn's result (its spend, `server.budgets`)."""
@@ -439,9 +452,12 @@ class TurnManager:
         try:
             if history is None:  # a new turn: its history ends with the user message saved
                 history = await self.store.load_messages(chat_id)
+            if fresh:
                 route = str(relay.name)  # relay_for names it after its route
                 request = run_request(route, user, history, client_tools, features)
                 await self.store.start_run(chat_id, message_id, owner=self.node, request=request)
+                if resume is not None:  # a continued answer: a take-over keeps its items
+                    await self.store.save_run_state(message_id, resume.to_json())
             result = await relay.run(
                 history,
                 sink=BusSink(self.bus, chat_id, recorder),
@@ -453,6 +469,7 @@ class TurnManager:
                 checkpoints=StoreCheckpoints(self.store, message_id),
                 resume=resume,
                 pause=True,
+                continues=continues,
                 **context,
             )
             if on_done is not None:

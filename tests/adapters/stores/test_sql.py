@@ -49,7 +49,7 @@ TABLES = {
 }
 
 
-HEAD = "0008_user_valves"
+HEAD = "0009_message_tree"
 WHEN = datetime(2026, 1, 1, tzinfo=UTC)
 
 

@@ -95,6 +95,11 @@ class StoredMessage:
     follow_ups: list[str]
     created_at: datetime
     updated_at: datetime
+    parent_id: str | None = None
+    """The message before it in its branch; None for a chat's first (`stores.tree`)."""
+    siblings: tuple[str, ...] = ()
+    """With siblings (other answers to the same question, other edits of it): all of
+    them, itself included, oldest first; empty when it has none."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,10 +291,29 @@ class Store(ChatStore, Protocol):
         transaction per batch instead of several per chat."""
         ...
 
+    async def add_branch(
+        self,
+        chat_id: str,
+        message: Mapping[str, Any],
+        *,
+        parent_id: str | None,
+        message_id: str | None = None,
+    ) -> str:
+        """Add a message beside the children `parent_id` already has (None: beside the
+        chat's first message) and make it the chat's current branch's end: a regenerated
+        answer (role assistant, then `save_turn`) or an edited question. `NotFoundError`
+        when the parent is not in the chat. Returns the message's id."""
+        ...
+
+    async def switch_branch(self, chat_id: str, message_id: str) -> str | None:
+        """Make the branch through `message_id` current, down to its newest leaf (that
+        leaf's id), or None when the chat has no such message."""
+        ...
+
     async def get_messages(
         self, chat_id: str, *, before: str | None = None, limit: int | None = None
     ) -> list[StoredMessage]:
-        """The chat's messages, oldest first; `limit`: only the last so many (before the
+        """The messages of the chat's current branch (`stores.tree`), oldest first; `limit`: only the last so many (before the
         message whose id is `before`, when given: an unknown id gives none). A long chat
         is read a page at a time this way."""
         ...

@@ -35,6 +35,7 @@ from toolrelay.adapters.stores import (
     utc_now,
 )
 from toolrelay.adapters.stores.listing import ChatCursor, matches, search_terms, search_text
+from toolrelay.adapters.stores.tree import branch_ids, newest_leaf, sibling_ids
 from toolrelay.core.ids import new_id
 from toolrelay.engine.interfaces import Message
 
@@ -56,6 +57,7 @@ class MemoryStore:
         self._runs: dict[str, TurnRun] = {}  # message id -> the run of a turn not ended
         self._spend: dict[tuple[str, str, str], Spend] = {}  # (scope, subject, day)
         self._user_valves: dict[tuple[str, str], dict[str, Any]] = {}
+        self._current: dict[str, str] = {}  # chat id -> its current leaf, once it branched
 
     @classmethod
     async def open(
@@ -251,6 +253,7 @@ class MemoryStore:
         if chat is None or chat.user_id != user_id:
             return False
         del self._chats[chat_id]
+        self._current.pop(chat_id, None)
         for message_id in [m.id for m in self._messages.values() if m.chat_id == chat_id]:
             del self._messages[message_id]
         for item_id in [i for i, (c, _) in self._outputs.items() if c == chat_id]:
@@ -291,11 +294,57 @@ class MemoryStore:
     # messages
 
     async def add_message(self, chat_id: str, message: Mapping[str, Any]) -> str:
+        return await self._add(chat_id, message, new_id("msg"), self._leaf(chat_id))
+
+    async def add_branch(
+        self,
+        chat_id: str,
+        message: Mapping[str, Any],
+        *,
+        parent_id: str | None,
+        message_id: str | None = None,
+    ) -> str:
+        self._chat(chat_id)
+        parent = self._messages.get(parent_id) if parent_id is not None else None
+        if parent_id is not None and (parent is None or parent.chat_id != chat_id):
+            raise NotFoundError(f"no message {parent_id!r} in chat {chat_id!r}")
+        mid = await self._add(chat_id, message, message_id or new_id("msg"), parent_id)
+        self._current[chat_id] = mid
+        return mid
+
+    async def switch_branch(self, chat_id: str, message_id: str) -> str | None:
+        parents = self._parents(chat_id)
+        if message_id not in parents:
+            return None
+        self._current[chat_id] = leaf = newest_leaf(parents, message_id)
+        return leaf
+
+    def _parents(self, chat_id: str) -> dict[str, str | None]:
+        return {m.id: m.parent_id for m in self._messages.values() if m.chat_id == chat_id}
+
+    def _leaf(self, chat_id: str) -> str | None:
+        """Where a new message goes: the current branch's end (a line's last message)."""
+        if chat_id in self._current:
+            return self._current[chat_id]
+        last = [m.id for m in self._messages.values() if m.chat_id == chat_id]
+        return last[-1] if last else None
+
+    def _moved(self, chat_id: str, message_id: str) -> None:
+        """A message added at the current branch's end is its new end."""
+        if chat_id in self._current:
+            self._current[chat_id] = message_id
+
+    async def _add(
+        self, chat_id: str, message: Mapping[str, Any], message_id: str, parent_id: str | None
+    ) -> str:
         role, content = message_content(message)
         chat = self._chat(chat_id)
         now = self._now()
+        if message_id in self._messages:
+            raise ValueError(f"message {message_id!r} already exists")
+        self._moved(chat_id, message_id)
         stored = StoredMessage(
-            id=new_id("msg"),
+            id=message_id,
             chat_id=chat_id,
             role=role,
             content=content,
@@ -308,6 +357,7 @@ class MemoryStore:
             follow_ups=[],
             created_at=now,
             updated_at=now,
+            parent_id=parent_id,
         )
         self._messages[stored.id] = stored
         self._chats[chat_id] = replace(chat, updated_at=now)
@@ -338,6 +388,9 @@ class MemoryStore:
         previous = self._messages.get(message_id)
         if previous is not None and (previous.chat_id != chat_id or previous.role != "assistant"):
             raise NotFoundError(f"no assistant message {message_id!r} in chat {chat_id!r}")
+        parent = self._leaf(chat_id) if previous is None else previous.parent_id
+        if previous is None:
+            self._moved(chat_id, message_id)
         self._messages[message_id] = StoredMessage(
             id=message_id,
             chat_id=chat_id,
@@ -345,6 +398,7 @@ class MemoryStore:
             **fields.columns(),
             created_at=now if previous is None else previous.created_at,
             updated_at=now,
+            parent_id=parent,
         )
         self._chats[chat_id] = replace(chat, updated_at=now)
         for item_id, text in fields.whole_outputs.items():
@@ -426,6 +480,11 @@ class MemoryStore:
         self, chat_id: str, *, before: str | None = None, limit: int | None = None
     ) -> list[StoredMessage]:
         messages = [m for m in self._messages.values() if m.chat_id == chat_id]
+        if chat_id in self._current:  # branched: the current branch, siblings named
+            parents = {m.id: m.parent_id for m in messages}
+            siblings = sibling_ids(parents)
+            ids = branch_ids(parents, self._current[chat_id])
+            messages = [replace(self._messages[i], siblings=siblings.get(i, ())) for i in ids]
         if before is not None:
             ids = [m.id for m in messages]
             messages = messages[: ids.index(before)] if before in ids else []

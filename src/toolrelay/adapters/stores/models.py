@@ -126,6 +126,8 @@ class ChatRow(Base):
     model: Mapped[str | None] = mapped_column(NulSafeString(255), nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    current_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    """The end of the current branch once the chat branched; None: a line (`stores.tree`)."""
 
 
 class MessageRow(Base):
@@ -148,6 +150,8 @@ class MessageRow(Base):
     follow_ups: Mapped[list[str]] = mapped_column(JSON, default=list)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    parent_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    """The message before it in its branch; None for a chat's first (`stores.tree`)."""
 
 
 class SearchDocRow(Base):

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import datetime
@@ -92,6 +93,8 @@ from toolrelay.adapters.stores.sql_index import (
 )
 from toolrelay.adapters.stores.sql_runs import RunRows
 from toolrelay.adapters.stores.sql_spend import SpendRows
+from toolrelay.adapters.stores.sql_tree import TreeRows, current_of, place
+from toolrelay.adapters.stores.tree import branch_ids, sibling_ids
 from toolrelay.adapters.stores.whole import uninterruptible
 from toolrelay.core.ids import new_id
 from toolrelay.engine.interfaces import Message
@@ -185,6 +188,18 @@ def upgrade(url: str) -> None:
     asyncio.run(run())
 
 
+def _page(
+    messages: list[StoredMessage], before: str | None, limit: int | None
+) -> list[StoredMessage]:
+    """`get_messages`'s `before` and `limit` on a list already read."""
+    if before is not None:
+        ids = [m.id for m in messages]
+        messages = messages[: ids.index(before)] if before in ids else []
+    if limit is not None:
+        messages = messages[max(len(messages) - limit, 0) :] if limit > 0 else []
+    return messages
+
+
 def _user(row: UserRow) -> User:
     return User(id=row.id, name=row.name, is_admin=row.is_admin, created_at=row.created_at)
 
@@ -228,6 +243,7 @@ _MESSAGE_COLUMNS = (
     _M.follow_ups,
     _M.created_at,
     _M.updated_at,
+    _M.parent_id,
 )
 """A `StoredMessage`'s columns, in its fields' order (`_stored`)."""
 
@@ -235,7 +251,7 @@ _MESSAGE_COLUMNS = (
 def _stored(row: Any) -> StoredMessage:
     """A record from a Core row of `_MESSAGE_COLUMNS`."""
     (mid, chat_id, role, content, output, usage, status, error, timings, model, follow_ups,
-     created_at, updated_at) = row  # fmt: skip
+     created_at, updated_at, parent_id) = row  # fmt: skip
     return StoredMessage(
         id=mid,
         chat_id=chat_id,
@@ -250,6 +266,7 @@ def _stored(row: Any) -> StoredMessage:
         follow_ups=follow_ups or [],
         created_at=created_at,
         updated_at=updated_at,
+        parent_id=parent_id,
     )
 
 
@@ -278,6 +295,7 @@ def _message_row(
         "follow_ups": [],
         "created_at": now,
         "updated_at": now,
+        "parent_id": None,
     }
     row.update(fields)
     return row
@@ -289,7 +307,7 @@ async def _require_user(session: AsyncSession, user_id: str) -> None:
 
 
 @uninterruptible
-class SQLStore(RunRows, SpendRows):
+class SQLStore(RunRows, SpendRows, TreeRows):
     """One async engine, a session per call; records out, rows never leave this module.
     A call runs to its end even when its caller is cancelled (`whole`)."""
 
@@ -661,8 +679,9 @@ class SQLStore(RunRows, SpendRows):
         now = self._now()
         async with self._write() as session:
             chat = await _chat_row(session, chat_id)
+            mid = new_id("msg")
             row = MessageRow(
-                id=new_id("msg"),
+                id=mid,
                 chat_id=chat_id,
                 role=role,
                 content=content,
@@ -670,6 +689,7 @@ class SQLStore(RunRows, SpendRows):
                 follow_ups=[],
                 created_at=now,
                 updated_at=now,
+                parent_id=await place(session, chat, mid),
             )
             session.add(row)
             chat.updated_at = now
@@ -700,11 +720,15 @@ class SQLStore(RunRows, SpendRows):
             )
             if chat.title:
                 doc_rows.append(doc_row(chat.id, None, chat.title))
+            parent: str | None = None  # a line: each message's parent is the one before
             for message in chat.messages:
                 role, content = message_content(message)
                 message_id = new_id("msg")
-                message_rows.append(_message_row(chat.id, message_id, role, now, content=content))
+                message_rows.append(
+                    _message_row(chat.id, message_id, role, now, content=content, parent_id=parent)
+                )
                 doc_rows.append(doc_row(chat.id, message_id, content))
+                parent = message_id
             fields = turn_fields(chat.turn)
             doc_rows.append(doc_row(chat.id, chat.turn_id, fields.content))
             message_rows.append(
@@ -713,6 +737,7 @@ class SQLStore(RunRows, SpendRows):
                     chat.turn_id,
                     "assistant",
                     now,
+                    parent_id=parent,
                     **fields.columns(),
                 )
             )
@@ -736,7 +761,14 @@ class SQLStore(RunRows, SpendRows):
             chat = await _chat_row(session, chat_id)
             row = await session.scalar(select(MessageRow).where(MessageRow.id == message_id))
             if row is None:
-                row = MessageRow(id=message_id, chat_id=chat_id, role="assistant", created_at=now)
+                parent = await place(session, chat, message_id)
+                row = MessageRow(
+                    id=message_id,
+                    chat_id=chat_id,
+                    role="assistant",
+                    created_at=now,
+                    parent_id=parent,
+                )
                 session.add(row)
             elif row.chat_id != chat_id or row.role != "assistant":
                 raise NotFoundError(f"no assistant message {message_id!r} in chat {chat_id!r}")
@@ -783,7 +815,12 @@ class SQLStore(RunRows, SpendRows):
     ) -> list[StoredMessage]:
         """Rows read as plain tuples (SQLAlchemy Core), never as ORM objects: a long
         chat's thousands of rows cost their decoding, not an identity map's bookkeeping.
-        A page (`limit`) is read newest first through the (chat_id, seq) index."""
+        A page (`limit`) is read newest first through the (chat_id, seq) index. A
+        branched chat's current branch is picked from all its rows (`stores.tree`)."""
+        async with self._engine.connect() as connection:
+            current = await current_of(connection, chat_id)
+            if current is not None:
+                return _page(await self._branch(connection, chat_id, current), before, limit)
         query = select(*_MESSAGE_COLUMNS).where(_M.chat_id == chat_id)
         if before is not None:
             anchor = select(_M.seq).where(_M.id == before, _M.chat_id == chat_id)
@@ -796,12 +833,28 @@ class SQLStore(RunRows, SpendRows):
             rows = [_stored(row) for row in await connection.execute(query)]
         return rows if limit is None else rows[::-1]
 
+    async def _branch(self, connection: Any, chat_id: str, current: str) -> list[StoredMessage]:
+        """The current branch's messages, each with its siblings."""
+        query = select(*_MESSAGE_COLUMNS).where(_M.chat_id == chat_id).order_by(_M.seq)
+        rows = {row[0]: row for row in await connection.execute(query)}
+        parents = {mid: row[-1] for mid, row in rows.items()}
+        siblings = sibling_ids(parents)
+        return [
+            dataclasses.replace(_stored(rows[mid]), siblings=siblings.get(mid, ()))
+            for mid in branch_ids(parents, current)
+        ]
+
     async def load_messages(self, chat_id: str) -> list[Message]:
         """The history for the next turn: the kept settled part (`history_cache`), checked
         by one indexed aggregate, and the rows after it, three columns each, no record
-        built. A chat read for the first time is read whole."""
+        built. A chat read for the first time is read whole; a branched chat's current
+        branch is read whole each time (`stores.tree`), never kept."""
         kept = self._histories.get(chat_id)
         async with self._engine.connect() as connection:
+            current = await current_of(connection, chat_id)
+            if current is not None:
+                branch = await self._branch(connection, chat_id, current)
+                return history_of([(m.role, m.content, m.output) for m in branch])
             if kept is not None:
                 check = select(func.count(), func.max(_M.updated_at)).where(
                     _M.chat_id == chat_id, _M.seq <= kept.seq

@@ -30,8 +30,6 @@ from toolrelay.core.events import Event
 from toolrelay.core.formats.openwebui_events import OpenWebUIEvents
 from toolrelay.core.tools.citations import saved_sources
 from toolrelay.server.api_log import API_CHAT_PREFIX
-from toolrelay.server.attachments import attach
-from toolrelay.server.client_tools import client_tools
 from toolrelay.server.error_responses import APIError
 from toolrelay.server.guard import GuardedRoute, UserDep
 from toolrelay.server.metrics import Metrics
@@ -48,7 +46,8 @@ from toolrelay.server.openapi import (
 from toolrelay.server.schemas import ChatCreate, ChatUpdate, MessageCreate, ToolResultIn
 from toolrelay.server.services import Services, ServicesDep
 from toolrelay.server.streams import SSE_HEADERS
-from toolrelay.server.turns import TurnBusy, TurnNotStarted, channel
+from toolrelay.server.turn_start import begin_turn
+from toolrelay.server.turns import channel
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +87,8 @@ def message_json(m: StoredMessage) -> dict[str, Any]:
         "follow_ups": m.follow_ups,
         "sources": saved_sources(m.output) if m.role == "assistant" else [],
         "created_at": m.created_at.isoformat(),
+        "parent_id": m.parent_id,
+        "siblings": list(m.siblings),
     }
 
 
@@ -208,58 +209,18 @@ async def post_message(
     chat_id: str, body: MessageCreate, svc: ServicesDep, user: UserDep, request: Request
 ) -> dict[str, Any]:
     chat = await _owned(svc, chat_id, user.id)
-    route = svc.route(body.model or chat.model or _default_route(svc))
-    turn_user = svc.turn_user(user)
-    spent = None
-    if svc.budgets is not None:
-        await svc.budgets.check(user.id, request)
-        spent = svc.budgets.recorder(user.id, request)
-    message, attached = await attach(
-        svc.files,
-        user.id,
-        {"role": "user", "content": body.content},
-        body.files,
-        body.sources,
-        chat_id=chat_id,
-        vision=svc.registry.routes[route].vision,
-        text_limit=svc.settings.files.inline_text_chars,
+    return await begin_turn(
+        svc,
+        chat,
+        user,
+        request,
+        content=body.content,
+        model=body.model,
+        tools=body.tools,
+        features=body.features,
+        files=body.files,
+        sources=body.sources,
     )
-    try:
-        started = await svc.turns.start(
-            chat_id,
-            message,
-            route=route,
-            user=turn_user,
-            client_tools=client_tools(body.tools),
-            features=body.features,
-            context={
-                **svc.turn_context(route, request, turn_user, "chat"),
-                **attached,
-                **({"on_done": spent} if spent is not None else {}),
-            },
-        )
-    except TurnBusy:
-        raise APIError(
-            409, "A turn is already running in this chat; cancel it or wait.", code="turn_running"
-        ) from None
-    except TurnNotStarted:
-        raise APIError(
-            503, "The turn could not be started (saving failed); try again.", code="not_started"
-        ) from None
-    return {
-        "chat_id": chat_id,
-        "message_id": started.message_id,
-        "user_message_id": started.user_message_id,
-    }
-
-
-def _default_route(svc: Services) -> str:
-    routes = svc.registry.routes
-    if not routes:
-        raise APIError(
-            404, "No model is configured on this server; see GET /.", code="model_not_found"
-        )
-    return next(iter(routes))
 
 
 @router.post(

@@ -6,6 +6,7 @@ import { TurnView, onFlushed, userMessage } from "/static/render.js";
 import { CLIENT_TOOLS, runClientTool } from "/static/client_tools.js";
 import { ChatList } from "/static/chat_list.js";
 import { setImageHosts } from "/static/markdown.js";
+import { branchBar } from "/static/branches.js";
 
 const $ = (id) => document.getElementById(id);
 const IDLE_POLL_MS = 2000; // an idle chat is looked at again this often (turns from other tabs)
@@ -19,6 +20,7 @@ const state = {
   running: false,
   lastId: null,
   attachments: [],
+  reread: false,    // a turn started from a branch: read the chat again when it ends
 };
 
 // ------------------------------------------------------------------ sign-in
@@ -231,6 +233,11 @@ function follow() {
         state.recheck = false;
         state.lastId = null;
         follow();
+      } else if (status === "idle" && state.reread && state.chatId === stream.chatId) {
+        state.reread = false; // a branch's turn ended: its answer with its bar
+        state.lastId = null;
+        state.snapshotKey = null;
+        follow();
       } else if (status === "idle") watchIdle(stream.chatId);
     },
   });
@@ -350,7 +357,7 @@ function showSnapshot(data) {
   messages.forEach((m) => {
     if (m.role === "assistant" && writing && m === last) startTurnView(); // its events follow from the start
     else {
-      const node = savedMessage(m, true);
+      const node = savedMessage(m, true, m === last && !data.running);
       if (node) box.append(node);
     }
   });
@@ -365,13 +372,48 @@ function showSnapshot(data) {
 
 // A saved message's node (a user message, or a finished turn); a `latest` turn becomes
 // the one follow-ups attach to (earlier pages never do).
-function savedMessage(m, latest) {
-  if (m.role === "user") return userMessage(m.content);
+function savedMessage(m, latest, isLast = false) {
+  if (m.role === "user") {
+    const node = userMessage(m.content);
+    node.append(branchBar(m, isLast, branchActions));
+    return node;
+  }
   if (m.role !== "assistant") return null;
   const view = new TurnView(turnContext);
   view.load(m);
   if (latest) state.lastTurn = view;
+  if (m.status !== "in_progress") view.node.append(branchBar(m, isLast, branchActions));
   return view.node;
+}
+
+// Switching versions and starting a turn from a branch: the chat is read again (a fresh
+// snapshot shows the branch, and a running turn's events follow); once a started turn
+// ends, once more, so its answer gets its bar.
+const branchActions = {
+  switchTo: (messageId) => branchCall(`branch`, { message_id: messageId }, false),
+  regenerate: (messageId) => branchCall(`regenerate`, branchTurn({ message_id: messageId }), true),
+  continueAnswer: (messageId) => branchCall(`continue`, branchTurn({ message_id: messageId }), true),
+  edit: (messageId, content) =>
+    branchCall(`messages/${encodeURIComponent(messageId)}/edit`, branchTurn({ content }), true),
+};
+
+function branchTurn(body) {
+  const model = $("model").value;
+  return { ...body, ...(model ? { model } : {}), tools: CLIENT_TOOLS };
+}
+
+function branchCall(path, body, turn) {
+  const chatId = state.chatId;
+  if (!chatId || state.running) return;
+  guarded(async () => {
+    await api("POST", `/api/chats/${encodeURIComponent(chatId)}/${path}`, body);
+    if (state.chatId !== chatId) return;
+    state.reread = turn;
+    closeStream();
+    state.lastId = null;
+    state.snapshotKey = null;
+    follow();
+  });
 }
 
 // A long chat's snapshot holds its last messages: this link reads the page before

@@ -1,0 +1,114 @@
+"""The SQL store's message tree (`stores.tree`): branching, switching, placing a message.
+
+A mixin of `SQLStore` (kept apart to keep `sql.py` small). A chat that never
+branched (`chats.current_id` NULL) is a line: a new message's parent is its last
+message, found through the (chat_id, seq) index, and its reads are unchanged.
+Branching sets `current_id`; from then on a new message goes at its end and
+moves it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import insert, select
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
+
+from toolrelay.adapters.stores.base import NotFoundError
+from toolrelay.adapters.stores.history_cache import HistoryCache
+from toolrelay.adapters.stores.models import ChatRow, MessageRow, SearchDocRow
+from toolrelay.adapters.stores.records import message_content
+from toolrelay.adapters.stores.sql_index import doc_row
+from toolrelay.adapters.stores.tree import newest_leaf
+from toolrelay.adapters.stores.whole import uninterruptible
+from toolrelay.core.ids import new_id
+
+__all__ = ["TreeRows", "current_of", "parents_of", "place"]
+
+
+async def place(session: AsyncSession, chat: ChatRow, message_id: str) -> str | None:
+    """The parent of a message added at the end of the chat's current branch (call it
+    before adding the row); a branched chat's end moves to the new message."""
+    if chat.current_id is not None:
+        parent: str | None = chat.current_id
+        chat.current_id = message_id
+        return parent
+    last = select(MessageRow.id).where(MessageRow.chat_id == chat.id)
+    return await session.scalar(last.order_by(MessageRow.seq.desc()).limit(1))
+
+
+async def current_of(connection: AsyncConnection, chat_id: str) -> str | None:
+    """The end of the chat's current branch; None while the chat is a line."""
+    query = select(ChatRow.current_id).where(ChatRow.id == chat_id)
+    return await connection.scalar(query)
+
+
+async def parents_of(session: AsyncSession, chat_id: str) -> dict[str, str | None]:
+    """Every message's parent, in creation order."""
+    query = select(MessageRow.id, MessageRow.parent_id).where(MessageRow.chat_id == chat_id)
+    rows = await session.execute(query.order_by(MessageRow.seq))
+    return {mid: parent for mid, parent in rows}
+
+
+@uninterruptible
+class TreeRows:
+    """`Store.add_branch` and `switch_branch`; `SQLStore` provides the rest."""
+
+    _now: Callable[[], datetime]
+    _histories: HistoryCache
+
+    def _write(self) -> contextlib.AbstractAsyncContextManager[AsyncSession]:
+        raise NotImplementedError
+
+    async def add_branch(
+        self,
+        chat_id: str,
+        message: Mapping[str, Any],
+        *,
+        parent_id: str | None,
+        message_id: str | None = None,
+    ) -> str:
+        role, content = message_content(message)
+        now = self._now()
+        mid = message_id or new_id("msg")
+        async with self._write() as session:
+            chat = await session.get(ChatRow, chat_id)
+            if chat is None:
+                raise NotFoundError(f"chat {chat_id!r} not found")
+            if parent_id is not None:
+                owner = select(MessageRow.chat_id).where(MessageRow.id == parent_id)
+                if await session.scalar(owner) != chat_id:
+                    raise NotFoundError(f"no message {parent_id!r} in chat {chat_id!r}")
+            row = MessageRow(
+                id=mid,
+                chat_id=chat_id,
+                role=role,
+                content=content,
+                output=[],
+                follow_ups=[],
+                created_at=now,
+                updated_at=now,
+                parent_id=parent_id,
+            )
+            session.add(row)
+            chat.current_id = mid
+            chat.updated_at = now
+            await session.flush()
+            await session.execute(insert(SearchDocRow), [doc_row(chat_id, mid, content)])
+        self._histories.drop(chat_id)
+        return mid
+
+    async def switch_branch(self, chat_id: str, message_id: str) -> str | None:
+        async with self._write() as session:
+            chat = await session.get(ChatRow, chat_id)
+            if chat is None:
+                return None
+            parents = await parents_of(session, chat_id)
+            if message_id not in parents:
+                return None
+            chat.current_id = leaf = newest_leaf(parents, message_id)
+        self._histories.drop(chat_id)
+        return leaf
