@@ -74,11 +74,25 @@ async def test_the_turn_is_offered_only_the_tool_the_model_chose(server: FakeMod
     assert "- get_weather: Get weather." in system and "More text" not in system
     assert select["messages"][1] == {"role": "user", "content": "What time is it in Paris?"}
     assert offered(first) == ["get_time"]
-    assert offered(second) == ["get_time"]
+    assert offered(second) == []  # the chosen tool has its result: answer now
     assert text == "It is get_time result for Paris."
     # the step's reply is never shown to the client
     shown = "".join(e.data["delta"] for e in sink.of(ev.OUTPUT_TEXT_DELTA))
     assert shown == text
+
+
+async def test_tools_stay_offered_until_each_chosen_one_ran(server: FakeModelServer) -> None:
+    server.script(
+        says("get_time and get_weather"),
+        says('{"name": "get_time", "arguments": {"key": "Paris"}}'),
+        says('{"name": "get_weather", "arguments": {"key": "Paris"}}'),
+        says("Done."),
+    )
+    text, _, _ = await run(server, "Time and weather in Paris?")
+    _, first, second, third = (r.json for r in server.requests)
+    assert offered(first) == offered(second) == ["get_weather", "get_time"]
+    assert offered(third) == []
+    assert text == "Done."
 
 
 async def test_none_offers_no_tools_so_the_model_answers_as_text(

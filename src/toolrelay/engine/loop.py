@@ -86,7 +86,7 @@ from toolrelay.engine.observer import ModelCall, Observer, TurnObserver, TurnSta
 from toolrelay.engine.pending import PendingCalls
 from toolrelay.engine.text_call_rounds import answered_again, text_call_request
 from toolrelay.engine.tool_runner import BatchOutcome, RepeatsStopped, ToolEnv, run_batch
-from toolrelay.engine.tool_select import select_tools
+from toolrelay.engine.tool_select import all_picked_ran, select_tools
 from toolrelay.errors import ProviderError
 
 log = logging.getLogger(__name__)
@@ -179,6 +179,8 @@ class Turn:
         )
         self._offered: Collection[str] = setup.tools.keys()
         """Names a call written as text may use: every tool, or the selection's."""
+        self._picked = False
+        """The tool-selection step chose the offered tools (`engine.tool_select`)."""
         self._replay = ChatReplay()
         self._fit = (
             ContextFit(setup.context_tokens, specs=self._tool_specs, params=setup.params)
@@ -257,6 +259,8 @@ class Turn:
                     batch = await self._run_tools(calls)
                     if isinstance(batch, RepeatsStopped):
                         return await self._finish(TurnStatus.FAILED, batch.error)
+                    if self._picked_all_ran():
+                        with_tools = False  # answer now (`engine.tool_select`, rule 3)
                 case RunCode(item):
                     new_from = self.output.index(item)  # the block, now with its output
                     await self._run_code(item)
@@ -293,8 +297,13 @@ class Turn:
             setup.max_tools_per_call,
         )
         self._tool_specs, self._offered = chosen.specs, frozenset(chosen.names)
+        self._picked = not chosen.fallback
         step = {"step": "select_tools", "s": round(setup.clock() - start, 4)}
         self.steps.append({**step, "tools": chosen.names, "fallback": chosen.fallback})
+
+    def _picked_all_ran(self) -> bool:
+        """Every tool the selection step picked has a result this turn: ask for the answer."""
+        return self._picked and all_picked_ran(self._offered, self.output)
 
     async def _refilter(self) -> None:
         """Inlets on each later model call (`Relay`'s `_Inlets`): from the client's history."""

@@ -18,7 +18,13 @@ Rules this module keeps:
    or the model answering the message itself, which is what it does for
    "Name three colours.") offers no tools: the model answers as text. A failed
    call offers every tool, as without the step.
-3. The step's request is small (names and the first line of each description,
+3. Once every tool the step picked has a result in this turn, the next request
+   has no tools, so the model answers: shown a result, the small model wrote
+   a call again (the same, or the result pasted into its arguments) in most
+   turns, which cost a round or ended the turn on a call. A turn that needs
+   the same tool twice (two cities) makes both calls in its first batch or
+   answers from the first result.
+4. The step's request is small (names and the first line of each description,
    temperature 0, a few tokens) and its text never reaches the client.
 """
 
@@ -27,16 +33,23 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from toolrelay.core.items import output_text
+from toolrelay.core.items import is_call, is_call_output, output_text
 from toolrelay.core.stream.reader import BodyReader
 from toolrelay.engine.interfaces import Message, ModelClient, ModelRequest
 from toolrelay.engine.tasks import plain_text
 
-__all__ = ["SELECT_PROMPT", "Selection", "chosen_names", "select_tools", "selection_request"]
+__all__ = [
+    "SELECT_PROMPT",
+    "Selection",
+    "all_picked_ran",
+    "chosen_names",
+    "select_tools",
+    "selection_request",
+]
 
 log = logging.getLogger(__name__)
 
@@ -145,3 +158,10 @@ async def select_tools(
     chosen = chosen_names(reply, names, limit)
     keep = set(chosen)
     return Selection([s for s in specs if _name(s) in keep], chosen, reply, fallback=False)
+
+
+def all_picked_ran(picked: Collection[str], output: Sequence[Mapping[str, Any]]) -> bool:
+    """Rule 3: each of the `picked` tools has a call with a result in this turn's `output`."""
+    results = {i.get("call_id") for i in output if is_call_output(i)}
+    ran = {i.get("name") for i in output if is_call(i) and i.get("call_id") in results}
+    return bool(picked) and all(name in ran for name in picked)
