@@ -1,25 +1,31 @@
 """How often the embedded model's tool turn ends in an answer that uses the result.
 
-Not a speed benchmark: a success-rate one. Every prompt is a question one of
-the offered tools answers with a fact the model cannot know (a station code,
-a price, a tracking number). Each turn runs through `Relay` on the local route
-(llama.cpp with the `[local]` extra, 1 thread unless `--threads`), every tool
-offered in every request, and is scored:
+Not a speed benchmark: a success-rate one. Thirteen prompts are questions one
+of the offered tools answers with a fact the model cannot know (a station
+code, a price, a tracking number); four are plain questions ("Say hi.",
+"Name three colours.") to be answered as text with the same tools offered.
+Each turn runs through `Relay` on the local route (llama.cpp with the
+`[local]` extra, 1 thread unless `--threads`), offered `--tools` tools (1, 3
+or 9: the question's own tool and the ones after it in `TOOLS`), and is
+scored:
 
 - `called`: the first response was a call (recovered from text) to the right tool;
 - `reached`: the tool's result went back to the model in the next request;
-- `answered`: the final message is prose holding the result's fact;
+- `answered`: the final message is prose holding the result's fact; for a plain
+  question, prose and no call at all;
 - `repeated`: the model wrote a call again after the result instead of answering.
 
-Variants change only how this turn's items go back to the model (a client
-wrapper rewrites the request), so their rates compare on the same prompts.
-`shipped` sends what the loop sends (`engine.text_call_rounds`); the others
-rewrite the native replay, so they mean something only against a checkout
-from before those rules (`PYTHONPATH=<old>/src:.`), which is how a "before"
-row is measured. Runs: temperature 0, then `--seeds` seeds at
-temperature 0.7 (`--seeds 0`: temperature 0 only).
+Variants: `shipped` is the loop as a text-call route runs it without the
+tool-selection step; `select` with it (`tool_choice_step`,
+`engine.tool_select`), as the route `local` runs. The others rewrite how this
+turn's items go back to the model (a client wrapper rewrites the request), so
+they mean something only against a checkout from before the text-call rules
+(`PYTHONPATH=<old>/src:.`). A turn gets one round of tools (two for variants
+that retry). Runs: temperature 0, then `--seeds` seeds at temperature 0.7
+(`--seeds 0`: temperature 0 only). `--gguf FILE` loads another model (the
+1.5B, for one). The table: one row per (variant, tools, temperature, seed).
 
-    python -m benchmarks.local_tool_turns [--variants a,b] [--seeds 2] [--out runs.json]
+    python -m benchmarks.local_tool_turns [--tools 1,3,9] [--seeds 2] [--variants shipped,select]
 """
 
 from __future__ import annotations
