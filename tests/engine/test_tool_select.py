@@ -95,6 +95,23 @@ async def test_tools_stay_offered_until_each_chosen_one_ran(server: FakeModelSer
     assert text == "Done."
 
 
+async def test_the_call_is_made_greedily_and_the_answer_at_the_clients_temperature(
+    server: FakeModelServer,
+) -> None:
+    server.script(
+        says("get_time"),
+        says('{"name": "get_time", "arguments": {"key": "Paris"}}'),
+        says("It is get_time result for Paris."),
+    )
+    await run(server, "What time is it in Paris?", temperature=0.7)
+    temperatures = [r.json.get("temperature") for r in server.requests]
+    assert temperatures == [0, 0, 0.7]
+    server.requests.clear()
+    server.script(says("none"), says("Hi!"))
+    await run(server, "Say hi.", temperature=0.7)
+    assert [r.json.get("temperature") for r in server.requests] == [0, 0.7]
+
+
 async def test_none_offers_no_tools_so_the_model_answers_as_text(
     server: FakeModelServer,
 ) -> None:

@@ -86,7 +86,7 @@ from toolrelay.engine.observer import ModelCall, Observer, TurnObserver, TurnSta
 from toolrelay.engine.pending import PendingCalls
 from toolrelay.engine.text_call_rounds import answered_again, text_call_request
 from toolrelay.engine.tool_runner import BatchOutcome, RepeatsStopped, ToolEnv, run_batch
-from toolrelay.engine.tool_select import all_picked_ran, select_tools
+from toolrelay.engine.tool_select import all_picked_ran, calling_params, select_tools
 from toolrelay.errors import ProviderError
 
 log = logging.getLogger(__name__)
@@ -341,11 +341,12 @@ class Turn:
         if self._fit is not None:
             messages = self._fit.fit(messages, self.output)
         continues = with_tools and self.response_id is not None
+        calling = with_tools and self._picked and bool(self._tool_specs)
         request = ModelRequest(
             messages=messages,
             output=list(self.output),
             tools=self._tool_specs if with_tools else [],
-            params=setup.params,
+            params=calling_params(setup.params) if calling else setup.params,
             previous_response_id=self.response_id if continues else None,
             new_items_from=new_from if continues else 0,
             replay=self._replay,
