@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
 from pathlib import Path
 
+import httpx2
 import pytest
 
 from tests.adapters.tools.test_mcp_silent import SILENT
+from tests.patience import HANG
 from tests.server.conftest import Running, ServerThread, make_settings
 from tests.server.test_chats_api import new_chat, wait_saved
 from toolrelay.config.tool_servers import ToolServer
@@ -38,9 +41,24 @@ def test_a_silent_mcp_server_costs_only_its_own_tools(
         chat_id = new_chat(c, model="fake")
         assert c.post(f"/api/chats/{chat_id}/messages", json={"content": "hi"}).status_code == 202
         assert wait_saved(c, chat_id)["content"] == "All good."
-        tools = c.get("/api/tools")
-        assert tools.status_code == 200
-        assert "within 0.5 s" in tools.text, tools.text
+        tools = _once_not_starting(c)
+        assert "within 0.5 s" in tools, tools
         ready = c.get("/readyz").json()
         assert ready["status"] == "ok" and ready["tool_servers"] == {"silent": "error"}
     assert f"no answer to {until} within 0.5 s" in caplog.text
+
+
+def _once_not_starting(client: httpx2.Client) -> str:
+    """`GET /api/tools` once the silent server is no longer being started by someone else.
+
+    While the probe or a turn waits on its `initialize` (0.5 s), a listing says "still
+    starting" and does not wait (docs/configuration.md): on a loaded machine the turn can
+    end before those 0.5 s. Every answer must be 200; the first that is not "still
+    starting" is the one that says why the server is down."""
+    deadline = time.monotonic() + HANG
+    while True:
+        tools = client.get("/api/tools")
+        assert tools.status_code == 200, tools.text
+        if "is still starting" not in tools.text or time.monotonic() > deadline:
+            return tools.text
+        time.sleep(0.05)
