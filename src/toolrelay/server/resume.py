@@ -123,6 +123,22 @@ def answer_of(message: Mapping[str, Any]) -> tuple[str, Any]:
     return call_id, [result, dict(headers)] if isinstance(headers, Mapping) else result
 
 
+def call_answered(state: Mapping[str, Any] | None, call_id: str) -> bool | None:
+    """Whether a run's saved state holds an answer to its call `call_id` (its result, or
+    the answer a take-over brought); None when the state has no such call (an event
+    call's id, say: only the running turn knows those)."""
+    output = (state or {}).get("output") or []
+    calls = {i.get("call_id") for i in output if i.get("type") == "function_call"}
+    if call_id not in calls:
+        return None
+    results = {i.get("call_id") for i in output if i.get("type") == "function_call_output"}
+    return (
+        call_id in results
+        or call_id in ((state or {}).get("results") or {})
+        or call_id in ((state or {}).get("answers") or {})
+    )
+
+
 def pause_expired(run: TurnRun, timeout: float, now: datetime) -> bool:
     """A paused run whose answer did not come within `timeout` seconds (0: never)."""
     return (

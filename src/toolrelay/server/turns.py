@@ -44,6 +44,7 @@ from toolrelay.server.resume import (
     Rebuilt,
     StoreCheckpoints,
     answer_of,
+    call_answered,
     default_node,
     expiry_text,
     pause_expired,
@@ -252,6 +253,8 @@ class TurnManager:
                     await self.bus.end(name)
                     return False
                 rebuilt.state.answers.update(answers)
+                # saved: whoever sent an answer sees that it was taken (`answer`)
+                await self.store.save_run_state(run.message_id, rebuilt.state.to_json())
             if refusal is not None:
                 turn = failed_turn(row, refusal)
                 await self.store.checkpoint_turn(chat_id, row.id, turn)
@@ -478,8 +481,8 @@ class TurnManager:
             paused = waiting
             with contextlib.suppress(Exception):  # what a reload shows meanwhile
                 await self.store.checkpoint_turn(chat_id, message_id, recorder.turn("in_progress"))
-        except asyncio.CancelledError:
-            pass  # the partial turn was saved by the engine
+        except asyncio.CancelledError:  # the engine saved the partial turn, if it had begun
+            await asyncio.shield(self._cancelled_early(chat_id, message_id, recorder))
         except Exception as exc:  # never lose a turn silently
             log.exception("turn %s of chat %s crashed", message_id, chat_id)
             await self._report(chat_id, message_id, recorder, exc)
@@ -494,6 +497,20 @@ class TurnManager:
                 running.listener.cancel()
             if not await self._ended(chat_id, message_id, relay, paused):
                 await self.bus.end(channel(chat_id))
+
+    async def _cancelled_early(self, chat_id: str, message_id: str, recorder: TurnRecorder) -> None:
+        """A cancel that came before the engine took the turn (while its history was read,
+        its run recorded, its tools listed): nobody saved it, so its row would stay
+        `in_progress` (the next post then failed it as a dead server's). Saved `cancelled`
+        here; a row the engine saved already is left alone (`checkpoint_turn` writes only
+        one still in progress)."""
+        turn = recorder.turn("cancelled", "Cancelled.")
+        try:
+            if await self.store.checkpoint_turn(chat_id, message_id, turn):
+                for event in failure_events(turn):
+                    await self.bus.publish(channel(chat_id), event)
+        except Exception:
+            log.exception("could not record the cancel of turn %s", message_id)
 
     async def _pause(self, message_id: str) -> None:
         try:
@@ -593,21 +610,37 @@ class TurnManager:
         return False
 
     async def answer(self, chat_id: str, message: dict[str, Any]) -> bool:
-        """Deliver an approval or a client tool's result: to the worker running the turn,
-        or (the turn is paused) by taking the turn on here. False: nobody waits for it.
+        """Deliver an approval or a client tool's result; False: nobody waits for it.
+
+        The run's saved state says whether its call is still unanswered. A paused turn is
+        taken on here with the answer. A running one gets it over the bus, then is
+        watched until the answer shows in its state: an answer that reached the runner
+        as it was pausing (its listener stopped before reading it) would be lost, so
+        when the turn turns out paused with the call still waiting, it is taken on here.
         A turn pausing right now still holds its lease a moment: waited for (bounded)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + FINISHING_WAIT_S
         call_id, answer = answer_of(message)
+        delivered = False
         while True:
-            if await self.bus.send_control(channel(chat_id), message) > 0:
-                return True
             runs = await self.store.list_runs(chat_id=chat_id)
-            for run in runs:
-                if run.status == "paused" and await self._take_over(run, answers={call_id: answer}):
+            if not runs:
+                return delivered  # ended: it read the answer, or it never asked
+            run = runs[0]
+            answered = call_answered(run.state, call_id)
+            if answered:
+                return delivered  # ours (delivered) or an earlier one: nobody waits now
+            if answered is None and run.status == "running":  # an event call's answer
+                return await self.bus.send_control(channel(chat_id), message) > 0
+            if run.status == "paused":
+                if call_id not in (run.state or {}).get("waiting", {}):
+                    return False
+                if await self._take_over(run, answers={call_id: answer}):
                     return True
-            if not runs or loop.time() >= deadline:
-                return False
+            elif not delivered:
+                delivered = await self.bus.send_control(channel(chat_id), message) > 0
+            if loop.time() >= deadline:
+                return delivered
             await asyncio.sleep(FINISHING_POLL_S)
 
     async def wait(self, chat_id: str) -> None:
