@@ -30,7 +30,7 @@ import pytest
 from benchmarks.harness import ADMIN_KEY, ServerProcess, write_config
 
 from tests.patience import HANG
-from toolrelay.core.framing import SSEDecoder
+from toolrelay.core.stream.framing import SSEDecoder
 from toolrelay.testing.fake_server import FakeModelServer, SSEReply
 from toolrelay.testing.wire import chat_chunks
 
