@@ -6,15 +6,18 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import httpx2
 import pytest
 
+from tests.s3_server import KEY_ENV, SECRET_ENV, S3Server, s3_server  # noqa: F401  (a fixture)
 from tests.server.conftest import Running, ServerThread, make_settings
 from tests.server.test_chats_api import new_chat, read_events, wait_saved
-from toolrelay.config.files import FilesConfig
+from toolrelay.adapters.s3_files import EMPTY_SHA256, sign
+from toolrelay.config.files import FilesConfig, S3Config
 from toolrelay.config.settings import ModelRoute
 from toolrelay.testing.fake_server import FakeModelServer, SSEReply
 from toolrelay.testing.wire import chat_chunks
@@ -24,13 +27,32 @@ PNG = base64.b64decode(
 )
 
 
-@pytest.fixture
-def filing(tmp_path: Path, upstream: FakeModelServer) -> Iterator[Running]:
+@pytest.fixture(params=["disk", "s3"])
+def filing(
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    upstream: FakeModelServer,
+    s3_server: S3Server,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> Iterator[Running]:
+    """The server keeping files on the disk, or in a real local S3 server's bucket."""
     routes = [
         ModelRoute(name="fake", base_url=upstream.base_url, model="m"),
         ModelRoute(name="blind", base_url=upstream.base_url, model="m", vision=False),
     ]
-    files = FilesConfig(max_bytes=2000, max_user_bytes=5000)
+    s3 = None
+    if request.param == "s3":
+        place = s3_server.bucket()
+        monkeypatch.setenv(KEY_ENV, place.access_key)
+        monkeypatch.setenv(SECRET_ENV, place.secret_key)
+        s3 = S3Config(
+            endpoint=place.endpoint,
+            bucket=place.bucket,
+            prefix="toolrelay/",
+            access_key_env=KEY_ENV,
+            secret_key_env=SECRET_ENV,
+        )
+    files = FilesConfig(max_bytes=2000, max_user_bytes=5000, s3=s3)
     settings = make_settings(tmp_path, upstream, models=routes, files=files)
     with ServerThread(settings) as base_url:
         yield Running(base_url, upstream, settings)
@@ -152,3 +174,27 @@ def test_the_openai_api_takes_files_and_a_blind_model_gets_names(filing: Running
     assert "krypton glows" in text and "dot.png" in text
     assert not [p for p in user["content"] if p["type"] == "image_url"]
     assert "files" not in filing.upstream.requests[-1].json  # an extension, not sent upstream
+
+
+def test_the_bytes_are_where_the_settings_say(filing: Running) -> None:
+    """On the disk under data_dir/files, or as objects in the bucket (and not on the disk)."""
+    with filing.client() as client:
+        record = _uploaded(client, "where.txt", "text/plain", b"here")
+    s3 = filing.settings.files.s3
+    on_disk = list((filing.settings.data_dir / "files").glob(f"*/{record['id']}/data"))
+    if s3 is None:
+        assert [p.read_bytes() for p in on_disk] == [b"here"]
+        return
+    assert on_disk == []
+    place = s3.place()
+    url = f"{place.endpoint}/{place.bucket}/{place.prefix}{object_key(record)}"
+    headers = sign(
+        "GET", url, {}, payload_sha256=EMPTY_SHA256, access_key=place.access_key,
+        secret_key=place.secret_key, region=place.region, now=datetime.now(UTC),
+    )  # fmt: skip
+    headers.pop("host")
+    assert httpx2.get(url, headers=headers).content == b"here"
+
+
+def object_key(record: dict[str, Any]) -> str:
+    return f"{record['user_id']}/{record['id']}/data"

@@ -22,13 +22,22 @@ import shutil
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 import orjson
 
 from toolrelay.core.ids import new_id
 
-__all__ = ["FileRecord", "FileTooBig", "LocalFiles", "NoSuchFile"]
+__all__ = [
+    "FileRecord",
+    "FileStore",
+    "FileTooBig",
+    "LocalFiles",
+    "NoSuchFile",
+    "new_record",
+    "over_limit",
+    "safe_part",
+]
 
 _SAFE_ID: Final = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
 
@@ -60,6 +69,60 @@ class FileRecord:
         return data
 
 
+class FileStore(Protocol):
+    """Where uploads live: `LocalFiles` (the default) or `adapters.s3_files.S3Files`.
+    Every method checks the owner; a file not the user's is `NoSuchFile`."""
+
+    async def put(
+        self, user_id: str, name: str, mime: str, data: bytes, *, user_limit: int
+    ) -> FileRecord: ...
+
+    async def get(self, user_id: str, file_id: str) -> FileRecord: ...
+
+    async def read(self, user_id: str, file_id: str) -> bytes: ...
+
+    async def data_url(self, record: FileRecord) -> str: ...
+
+    async def owned(self, user_id: str) -> list[FileRecord]: ...
+
+    async def attach(self, record: FileRecord, chat_id: str) -> FileRecord: ...
+
+    async def delete(self, user_id: str, file_id: str) -> bool: ...
+
+    async def delete_chat(self, user_id: str, chat_id: str) -> int: ...
+
+
+def new_record(user_id: str, name: str, mime: str, data: bytes) -> FileRecord:
+    """A new upload's record (a fresh id, the cleaned name, size and hash)."""
+    return FileRecord(
+        id=new_id("file"),
+        user_id=user_id,
+        name=_clean_name(name),
+        mime=mime,
+        size=len(data),
+        sha256=hashlib.sha256(data).hexdigest(),
+        created_at=time.time(),
+    )
+
+
+def over_limit(existing: list[FileRecord], record: FileRecord, user_limit: int) -> None:
+    """`FileTooBig` when the user's files and this one would pass `user_limit`."""
+    used = sum(r.size for r in existing)
+    if used + record.size > user_limit:
+        raise FileTooBig(
+            f"Your files would take {used + record.size:,} bytes; the limit is "
+            f"{user_limit:,}. Delete some first."
+        )
+
+
+def safe_part(user_id: str, file_id: str) -> str:
+    """`user/file` as a path part (directory or object key); `NoSuchFile` for an id that
+    could not be one of ours."""
+    if not _SAFE_ID.match(file_id) or not _SAFE_ID.match(_user_dir(user_id)):
+        raise NoSuchFile(file_id)
+    return f"{_user_dir(user_id)}/{file_id}"
+
+
 class LocalFiles:
     """Files under `root`; every method checks the owner."""
 
@@ -67,31 +130,16 @@ class LocalFiles:
         self.root = root
 
     def _dir(self, user_id: str, file_id: str) -> Path:
-        if not _SAFE_ID.match(file_id) or not _SAFE_ID.match(_user_dir(user_id)):
-            raise NoSuchFile(file_id)
-        return self.root / _user_dir(user_id) / file_id
+        return self.root / safe_part(user_id, file_id)
 
     async def put(
         self, user_id: str, name: str, mime: str, data: bytes, *, user_limit: int
     ) -> FileRecord:
-        record = FileRecord(
-            id=new_id("file"),
-            user_id=user_id,
-            name=_clean_name(name),
-            mime=mime,
-            size=len(data),
-            sha256=hashlib.sha256(data).hexdigest(),
-            created_at=time.time(),
-        )
+        record = new_record(user_id, name, mime, data)
         return await asyncio.to_thread(self._put, record, data, user_limit)
 
     def _put(self, record: FileRecord, data: bytes, user_limit: int) -> FileRecord:
-        used = sum(r.size for r in self._list(record.user_id))
-        if used + record.size > user_limit:
-            raise FileTooBig(
-                f"Your files would take {used + record.size:,} bytes; the limit is "
-                f"{user_limit:,}. Delete some first."
-            )
+        over_limit(self._list(record.user_id), record, user_limit)
         folder = self._dir(record.user_id, record.id)
         tmp = folder.with_name(folder.name + ".part")
         tmp.mkdir(parents=True)

@@ -20,6 +20,8 @@ from fastapi.middleware.cors import CORSMiddleware
 from toolrelay import __version__
 from toolrelay.adapters.events import make_bus
 from toolrelay.adapters.files import LocalFiles
+from toolrelay.adapters.http.aio import AiohttpTransport
+from toolrelay.adapters.s3_files import S3Files
 from toolrelay.adapters.stores import Store, User
 from toolrelay.adapters.stores.sql import SQLStore
 from toolrelay.config.registry import Registry, build_registry, setup_hint
@@ -181,7 +183,12 @@ def create_app(
             settings, store, bus, live, turns, KeyCache(store), stopping, secret
         )
         app.state.services.api_log = api_log = ApiTurnLog(store, settings)
-        app.state.services.files = LocalFiles(settings.data_dir / "files")
+        s3 = settings.files.s3
+        app.state.services.files = (
+            LocalFiles(settings.data_dir / "files")
+            if s3 is None
+            else S3Files(s3.place(), AiohttpTransport(connect_timeout=s3.connect_timeout_s))
+        )
         app.state.services.budgets = Budgets(
             app.state.services, metrics=getattr(app.state, "metrics", None)
         )
@@ -203,6 +210,8 @@ def create_app(
             await api_log.drain()
             await bus.aclose()
             await live.aclose()
+            if isinstance(files := app.state.services.files, S3Files):
+                await files.aclose()
             await store.close()
             telemetry.close()
 

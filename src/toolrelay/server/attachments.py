@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from toolrelay.adapters.files import FileRecord, LocalFiles, NoSuchFile
+from toolrelay.adapters.files import FileRecord, FileStore, NoSuchFile
 from toolrelay.core.prompt.attachments import file_source, is_text, with_images
 from toolrelay.server.error_responses import APIError
 
@@ -44,7 +44,7 @@ def _checked_sources(sources: Sequence[Any]) -> list[dict[str, Any]]:
 
 
 async def attach(
-    files: LocalFiles,
+    files: FileStore,
     user_id: str,
     message: Mapping[str, Any],
     refs: Sequence[Any] | None,

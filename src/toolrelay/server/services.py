@@ -11,7 +11,7 @@ from typing import Annotated, Any
 from fastapi import Depends, Request
 
 from toolrelay.adapters.events import EventBus
-from toolrelay.adapters.files import LocalFiles
+from toolrelay.adapters.files import FileStore, LocalFiles
 from toolrelay.adapters.stores import Store, User
 from toolrelay.config.registry import Registry
 from toolrelay.config.settings import Settings
@@ -43,7 +43,7 @@ class Services:
     """The request log of `/v1` turns (`log_api_turns`)."""
     budgets: Budgets | None = None
     """Daily budgets (`server.budgets`); the app sets it."""
-    files: LocalFiles = field(default_factory=lambda: LocalFiles(Path("files")))
+    files: FileStore = field(default_factory=lambda: LocalFiles(Path("files")))
     """Uploaded files (`adapters.files`); the app sets it under `data_dir`."""
     failures: FailureLimiter | None = None
     """Failed sign-ins and wrong keys, per address and key prefix (`[auth]`)."""

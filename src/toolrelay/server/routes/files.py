@@ -15,7 +15,7 @@ from typing import Any
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
-from toolrelay.adapters.files import FileTooBig, LocalFiles, NoSuchFile
+from toolrelay.adapters.files import FileStore, FileTooBig, NoSuchFile
 from toolrelay.server.error_responses import APIError
 from toolrelay.server.guard import GuardedRoute, UserDep
 from toolrelay.server.services import Services, ServicesDep
@@ -30,7 +30,7 @@ _HEADERS = {
 }
 
 
-def _files(svc: Services) -> LocalFiles:
+def _files(svc: Services) -> FileStore:
     return svc.files
 
 
