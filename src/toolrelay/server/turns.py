@@ -4,8 +4,11 @@
 turn's events go to the chat's channel on the bus, where any number of SSE
 subscribers (on any worker) read them. Control messages (cancel, client-tool
 results, approvals) travel over the bus too, so they reach whichever worker
-runs the turn. The lock, heartbeat, checkpoints and repair are in
-`durability.py`.
+runs the turn. `TurnManager` is the front: it starts turns (the chat's lease
+first), cancels them and delivers answers. One turn's task is in
+`turn_task.py`, taking a turn over from its checkpoint (a dead runner, an
+answered pause) in `takeover.py`, the run records in `resume.py`; the lease,
+heartbeat, checkpoints of the partial output and repair are in `durability.py`.
 """
 
 from __future__ import annotations
@@ -16,14 +19,12 @@ import dataclasses
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from toolrelay.adapters.events import EventBus
 from toolrelay.adapters.stores import NotFoundError, Store, TurnRun
 from toolrelay.config.registry import Registry
-from toolrelay.core.events import Event
-from toolrelay.engine.checkpoint import TurnPaused, TurnState
+from toolrelay.engine.checkpoint import TurnState
 from toolrelay.engine.interfaces import ChatStore, Message, Tool
 from toolrelay.engine.observer import Observer
 from toolrelay.engine.relay import Relay
@@ -31,28 +32,13 @@ from toolrelay.server.branches import BranchRefused, Placement, open_turn
 from toolrelay.server.durability import (
     Durability,
     RetryingStore,
-    TurnRecorder,
     channel,
     fail_orphans,
-    failed_turn,
-    failure_events,
-    keep_alive,
     repair_orphans,
 )
-from toolrelay.server.live_events import ItemReferences
-from toolrelay.server.resume import (
-    Rebuilt,
-    StoreCheckpoints,
-    answer_of,
-    call_answered,
-    default_node,
-    expiry_text,
-    pause_expired,
-    resume_refusal,
-    run_request,
-    unfinished,
-    waiting_asks,
-)
+from toolrelay.server.resume import answer_of, call_answered, default_node, waiting_asks
+from toolrelay.server.takeover import end_paused, settle, take_over, take_over_expired, watch_runs
+from toolrelay.server.turn_task import BusSink, RunningTurn, listen, run_turn
 
 __all__ = ["BusSink", "Started", "TurnBusy", "TurnManager", "TurnNotStarted", "channel"]
 
@@ -70,27 +56,6 @@ class TurnBusy(Exception):
 
 class TurnNotStarted(Exception):
     """Saving the turn's start failed (the store is down, say); the chat stays free."""
-
-
-class BusSink:
-    """Publishes a turn's events to its chat channel, recording the partial output."""
-
-    def __init__(self, bus: EventBus, chat_id: str, recorder: TurnRecorder) -> None:
-        self._bus = bus
-        self._channel = channel(chat_id)
-        self._recorder = recorder
-        self._refs = ItemReferences()
-
-    async def emit(self, event: Event) -> None:
-        self._recorder.feed(event)
-        await self._bus.publish(self._channel, self._refs.feed(event))
-
-
-@dataclass(slots=True)
-class _Running:
-    task: asyncio.Task[Any]
-    relay: Relay
-    listener: asyncio.Task[None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,8 +85,10 @@ class TurnManager:
         self.bus = bus
         self.registry = registry
         self.durability = durability or Durability()
-        self._saves = RetryingStore(store, self.durability)
-        self._running: dict[str, _Running] = {}
+        self.saves = RetryingStore(store, self.durability)
+        """Where turns save (failed saves retried)."""
+        self.tasks: dict[str, RunningTurn] = {}
+        """The turns running on this worker, by chat id."""
         self._watcher: asyncio.Task[None] | None = None
 
     def relay_for(
@@ -170,7 +137,7 @@ class TurnManager:
         ]
 
     async def running(self, chat_id: str) -> bool:
-        return chat_id in self._running or await self.bus.turn_running(channel(chat_id))
+        return chat_id in self.tasks or await self.bus.turn_running(channel(chat_id))
 
     async def recover(self) -> int:
         """At start-up: this server's own runs are taken back at once (it was stopped: their
@@ -178,33 +145,17 @@ class TurnManager:
         left `in_progress` become `failed`; then a watcher takes over runs whose runner dies
         later. Returns how many turns were failed."""
         for run in await self.store.list_runs(owner=self.node):
-            await self._take_over(run, own=True)
+            await self.take_over(run, own=True)
         await self.take_over_expired()
         failed = await repair_orphans(self.store, self.bus, self.durability)
-        self._watcher = asyncio.get_running_loop().create_task(self._watch_runs())
+        self._watcher = asyncio.get_running_loop().create_task(watch_runs(self))
         return failed
 
     async def take_over_expired(self) -> int:
         """Take over every run nobody holds a lease on (its runner died); how many."""
-        taken = 0
-        now = datetime.now(UTC)
-        timeout = self.durability.pause_timeout
-        for run in await self.store.list_runs():
-            if run.status == "running" and run.chat_id not in self._running:
-                taken += await self._take_over(run)
-            elif pause_expired(run, timeout, now):
-                await self._end_paused(run, expiry_text(timeout))
-        return taken
+        return await take_over_expired(self)
 
-    async def _watch_runs(self) -> None:
-        while True:
-            await asyncio.sleep(self.durability.watch_s)
-            try:
-                await self.take_over_expired()
-            except Exception as exc:  # the store or bus is away: try again next time
-                log.warning("looking for turns to take over failed: %s", exc)
-
-    async def _take_over(
+    async def take_over(
         self,
         run: TurnRun,
         *,
@@ -212,102 +163,12 @@ class TurnManager:
         held: bool = False,
         answers: Mapping[str, Any] | None = None,
     ) -> bool:
-        """Go on with `run` from its last checkpoint if its chat's lease can be had (`own`:
-        this server's, dead with its last life: renewed instead of waited out; `held`: the
-        caller has it). A paused run goes on only with `answers` to calls it waits for.
-        A run that cannot go on fails with the reason; False then."""
-        chat_id, name = run.chat_id, channel(run.chat_id)
-        paused = run.status == "paused"
-        if chat_id in self._running or (paused and not answers):
-            return False
-        ttl = self.durability.lease_ttl
-        leased = held or (own and await self.bus.renew(name, ttl=ttl))
-        if not leased and await self.bus.acquire(name, ttl=ttl) is None:
-            return False  # its runner lives (or another worker took it first)
-        try:
-            runs = await self.store.list_runs(chat_id=chat_id)
-            now = [r for r in runs if r.message_id == run.message_id]
-            if now and (now[0].status == "paused") != paused:  # it paused (or went on) since
-                if not held:
-                    await self.bus.end(name)
-                return False
-            claimed = await self.store.claim_run(
-                run.message_id, owner=self.node, resumed=not paused
-            )
-            row = unfinished(await self.store.in_progress_turns(chat_id=chat_id), run.message_id)
-            if claimed is None or row is None:  # it ended just before its runner died
-                await self.store.end_run(run.message_id)
-                await self.bus.end(name)
-                return False
-            refusal = resume_refusal(claimed, self.registry.routes, self.durability.max_resumes)
-            try:
-                rebuilt = Rebuilt(claimed)
-            except (ValueError, TypeError, KeyError) as exc:
-                refusal = (
-                    refusal
-                    or f"The turn could not be resumed ({exc}); the partial answer was kept."
-                )
-            if refusal is None and answers:
-                if not set(answers) & set(rebuilt.state.waiting):  # not what it waits for
-                    await self.store.pause_run(run.message_id)
-                    await self.bus.end(name)
-                    return False
-                rebuilt.state.answers.update(answers)
-                # saved: whoever sent an answer sees that it was taken (`answer`)
-                await self.store.save_run_state(run.message_id, rebuilt.state.to_json())
-            if refusal is not None:
-                turn = failed_turn(row, refusal)
-                await self.store.checkpoint_turn(chat_id, row.id, turn)
-                for event in failure_events(turn):
-                    await self.bus.publish(name, event)
-                await self.store.end_run(run.message_id)
-                await self.bus.end(name)
-                log.warning("turn %s of chat %s not resumed: %s", row.id, chat_id, refusal)
-                return False
-            relay = self.relay_for(rebuilt.route, store=self._saves)
-        except BaseException:
-            await asyncio.shield(self.bus.end(name))
-            raise
-        log.log(
-            logging.INFO if paused else logging.WARNING,
-            "resuming turn %s of chat %s from its checkpoint (%s)",
-            row.id,
-            chat_id,
-            "answered" if paused else f"take-over {claimed.resumes}",
-        )
-        self._launch(
-            relay,
-            chat_id,
-            row.id,
-            rebuilt.history,
-            rebuilt.user,
-            rebuilt.client_tools,
-            rebuilt.features,
-            rebuilt.state,
-        )
-        return True
+        """Go on with `run` from its last checkpoint (`server.takeover.take_over`)."""
+        return await take_over(self, run, own=own, held=held, answers=answers)
 
     async def settle(self, chat_id: str) -> int:
-        """Fail the chat's turns left `in_progress` by a worker whose lease ran out.
-
-        Called when someone looks at a chat with no running turn, so a dead
-        worker's turn is repaired (and its followers told) once its lease expires.
-        """
-        if chat_id in self._running or not await self.store.in_progress_turns(chat_id=chat_id):
-            return 0
-        for run in await self.store.list_runs(chat_id=chat_id):  # it goes on instead
-            await self._take_over(run)
-            return 0
-        name = channel(chat_id)
-        if await self.bus.acquire(name, ttl=self.durability.lease_ttl) is None:
-            return 0  # still held: the turn runs somewhere, or its lease has not run out
-        try:
-            turns = await fail_orphans(self.store, chat_id)
-            for event in failure_events(turns[-1]) if turns else []:
-                await self.bus.publish(name, event)
-        finally:
-            await asyncio.shield(self.bus.end(name))
-        return len(turns)
+        """Fail the chat's turns a dead worker left `in_progress` (`server.takeover`)."""
+        return await settle(self, chat_id)
 
     async def start(
         self,
@@ -337,12 +198,12 @@ class TurnManager:
             await asyncio.shield(self.bus.end(name))
             raise
         if orphan:  # a dead worker's turn (it goes on) or a paused one: this post waits
-            if not await self._take_over(orphan[0], held=True):
+            if not await self.take_over(orphan[0], held=True):
                 await asyncio.shield(self.bus.end(name))
             raise TurnBusy(chat_id)
         try:
             await fail_orphans(self.store, chat_id)  # a dead worker's turn, its lease expired
-            relay = self.relay_for(route, store=self._saves)
+            relay = self.relay_for(route, store=self.saves)
             # the assistant message exists (in progress) before the first event
             opened = await open_turn(self.store, chat_id, message, place, route)
         except BaseException as exc:
@@ -352,7 +213,7 @@ class TurnManager:
                 raise TurnNotStarted(str(exc)) from exc
             raise
         # the history is read by the turn, after the 202: the one part that grows with the chat
-        self._launch(
+        self.launch(
             relay,
             chat_id,
             opened.message_id,
@@ -367,7 +228,7 @@ class TurnManager:
         )
         return Started(opened.message_id, opened.user_message_id)
 
-    def _launch(
+    def launch(
         self,
         relay: Relay,
         chat_id: str,
@@ -387,7 +248,8 @@ class TurnManager:
         `context`: `Relay.run`'s `__request__`/`__model__`/metadata (a resumed turn has none)."""
         loop = asyncio.get_running_loop()
         task = loop.create_task(
-            self._run(
+            run_turn(
+                self,
                 relay,
                 chat_id,
                 message_id,
@@ -401,8 +263,8 @@ class TurnManager:
                 continues=continues,
             )
         )
-        listener = loop.create_task(self._listen(chat_id, relay, task))
-        self._running[chat_id] = _Running(task, relay, listener)
+        listener = loop.create_task(listen(self, chat_id, relay, task))
+        self.tasks[chat_id] = RunningTurn(task, relay, listener)
 
     async def _take_lease(self, chat_id: str) -> None:
         """The chat's lease, or `TurnBusy` while a turn runs.
@@ -416,7 +278,7 @@ class TurnManager:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + FINISHING_WAIT_S
         while True:
-            running = self._running.get(chat_id)
+            running = self.tasks.get(chat_id)
             if running is None and (
                 await self.bus.acquire(name, ttl=self.durability.lease_ttl) is not None
             ):
@@ -428,177 +290,9 @@ class TurnManager:
             else:  # finishing on another worker (or just starting there: then in_progress soon)
                 await asyncio.sleep(FINISHING_POLL_S)
 
-    async def _run(
-        self,
-        relay: Relay,
-        chat_id: str,
-        message_id: str,
-        history: Sequence[Message] | None,
-        user: Mapping[str, Any],
-        client_tools: Sequence[Tool],
-        features: Mapping[str, Any] | None = None,
-        context: Mapping[str, Any] | None = None,
-        *,
-        resume: TurnState | None = None,
-        fresh: bool = False,
-        continues: str | None = None,
-    ) -> None:
-        """`context`: more `Relay.run` arguments (`__model__`, `__request__`, metadata …),
-        and `on_done`, called with the ended turn's result (its spend, `server.budgets`)."""
-        context = dict(context or {})
-        on_done = context.pop("on_done", None)
-        recorder = TurnRecorder()
-        paused: TurnPaused | None = None
-        keeper = asyncio.get_running_loop().create_task(
-            keep_alive(self.bus, self.store, self.durability, chat_id, message_id, recorder)
-        )
-        try:
-            if history is None:  # a new turn: its history ends with the user message saved
-                history = await self.store.load_messages(chat_id)
-            if fresh:
-                route = str(relay.name)  # relay_for names it after its route
-                request = run_request(route, user, history, client_tools, features)
-                await self.store.start_run(chat_id, message_id, owner=self.node, request=request)
-                if resume is not None:  # a continued answer: a take-over keeps its items
-                    await self.store.save_run_state(message_id, resume.to_json())
-            result = await relay.run(
-                history,
-                sink=BusSink(self.bus, chat_id, recorder),
-                chat_id=chat_id,
-                message_id=message_id,
-                user=user,
-                extra_tools=client_tools,
-                features=features,
-                checkpoints=StoreCheckpoints(self.store, message_id),
-                resume=resume,
-                pause=True,
-                continues=continues,
-                **context,
-            )
-            if on_done is not None:
-                await on_done(result)
-        except TurnPaused as waiting:  # saved: no task, no memory held until it is answered
-            paused = waiting
-            with contextlib.suppress(Exception):  # what a reload shows meanwhile
-                await self.store.checkpoint_turn(chat_id, message_id, recorder.turn("in_progress"))
-        except asyncio.CancelledError:  # the engine saved the partial turn, if it had begun
-            await asyncio.shield(self._cancelled_early(chat_id, message_id, recorder))
-        except Exception as exc:  # never lose a turn silently
-            log.exception("turn %s of chat %s crashed", message_id, chat_id)
-            await self._report(chat_id, message_id, recorder, exc)
-        finally:
-            keeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await keeper
-            if paused is not None:  # first: an answer from now on finds it paused
-                await self._pause(message_id)
-            running = self._running.pop(chat_id, None)  # before `end`: no newer turn yet
-            if running is not None:
-                running.listener.cancel()
-            if not await self._ended(chat_id, message_id, relay, paused):
-                await self.bus.end(channel(chat_id))
-
-    async def _cancelled_early(self, chat_id: str, message_id: str, recorder: TurnRecorder) -> None:
-        """A cancel that came before the engine took the turn (while its history was read,
-        its run recorded, its tools listed): nobody saved it, so its row would stay
-        `in_progress` (the next post then failed it as a dead server's). Saved `cancelled`
-        here; a row the engine saved already is left alone (`checkpoint_turn` writes only
-        one still in progress)."""
-        turn = recorder.turn("cancelled", "Cancelled.")
-        try:
-            if await self.store.checkpoint_turn(chat_id, message_id, turn):
-                for event in failure_events(turn):
-                    await self.bus.publish(channel(chat_id), event)
-        except Exception:
-            log.exception("could not record the cancel of turn %s", message_id)
-
-    async def _pause(self, message_id: str) -> None:
-        try:
-            await self.store.pause_run(message_id)
-        except Exception as exc:  # it stays `running`: a take-over asks again
-            log.warning("could not mark turn %s paused: %s", message_id, exc)
-
-    async def _ended(
-        self, chat_id: str, message_id: str, relay: Relay, paused: TurnPaused | None
-    ) -> bool:
-        """Forget a turn saved for good; a paused one answered while it paused is taken on
-        again at once (True: it runs, keeping the lease)."""
-        try:
-            if paused is None:
-                await self.store.end_run(message_id)
-                return False
-            state = TurnState(waiting=paused.waiting)
-            answers = {
-                call_id: relay.pending.expect(state.answer_key(call_id)).result()
-                for call_id in paused.waiting
-                if relay.pending.ready(state.answer_key(call_id))
-            }
-            if not answers:
-                return False
-            for run in await self.store.list_runs(chat_id=chat_id):
-                if run.message_id == message_id:
-                    return await self._take_over(run, held=True, answers=answers)
-        except Exception as exc:  # a take-over finds it ended (or paused) all the same
-            log.warning("could not record the end of turn %s: %s", message_id, exc)
-        return False
-
-    async def _end_paused(self, run: TurnRun, error: str, status: str = "failed") -> bool:
-        """End a paused turn (its answer came too late, or it was cancelled), output kept."""
-        name = channel(run.chat_id)
-        if await self.bus.acquire(name, ttl=self.durability.lease_ttl) is None:
-            return False
-        try:
-            rows = await self.store.in_progress_turns(chat_id=run.chat_id)
-            row = unfinished(rows, run.message_id)
-            if row is not None:
-                turn = {**failed_turn(row, error), "status": status}
-                await self.store.checkpoint_turn(run.chat_id, row.id, turn)
-                for event in failure_events(turn):
-                    await self.bus.publish(name, event)
-            await self.store.end_run(run.message_id)
-        finally:
-            await asyncio.shield(self.bus.end(name))
-        return True
-
-    async def _report(
-        self, chat_id: str, message_id: str, recorder: TurnRecorder, exc: Exception
-    ) -> None:
-        """A turn that died (a save that kept failing, say): an error event, a last save try."""
-        turn = recorder.turn("failed", f"The turn failed: {type(exc).__name__}: {exc}")
-        try:
-            for event in failure_events(turn):
-                await self.bus.publish(channel(chat_id), event)
-            await self.store.checkpoint_turn(chat_id, message_id, turn)
-        except Exception:
-            log.exception("could not record the failure of turn %s", message_id)
-
-    async def _listen(self, chat_id: str, relay: Relay, task: asyncio.Task[Any]) -> None:
-        try:
-            await self._follow_control(chat_id, relay, task)
-        except asyncio.CancelledError:
-            raise
-        except Exception:  # the bus went away: the turn runs on, unreachable for control
-            log.exception("control channel of chat %s failed", chat_id)
-
-    async def _follow_control(self, chat_id: str, relay: Relay, task: asyncio.Task[Any]) -> None:
-        async for message in self.bus.control(channel(chat_id)):
-            op = message.get("op")
-            if op == "cancel":
-                task.cancel()
-            elif op == "tool_result":
-                relay.submit_tool_result(
-                    str(message.get("id")), message.get("result"), headers=message.get("headers")
-                )
-            elif op == "approval":
-                relay.approve(
-                    str(message.get("id")),
-                    bool(message.get("approved")),
-                    reason=message.get("reason"),
-                )
-
     async def cancel(self, chat_id: str) -> bool:
         """True only when the turn's worker got the request (this one, or a listener)."""
-        running = self._running.get(chat_id)
+        running = self.tasks.get(chat_id)
         if running is not None:
             running.task.cancel()
             return True
@@ -606,7 +300,7 @@ class TurnManager:
             return True
         for run in await self.store.list_runs(chat_id=chat_id):
             if run.status == "paused":
-                return await self._end_paused(run, "Cancelled.", "cancelled")
+                return await end_paused(self, run, "Cancelled.", "cancelled")
         return False
 
     async def answer(self, chat_id: str, message: dict[str, Any]) -> bool:
@@ -635,7 +329,7 @@ class TurnManager:
             if run.status == "paused":
                 if call_id not in (run.state or {}).get("waiting", {}):
                     return False
-                if await self._take_over(run, answers={call_id: answer}):
+                if await self.take_over(run, answers={call_id: answer}):
                     return True
             elif not delivered:
                 delivered = await self.bus.send_control(channel(chat_id), message) > 0
@@ -644,7 +338,7 @@ class TurnManager:
             await asyncio.sleep(FINISHING_POLL_S)
 
     async def wait(self, chat_id: str) -> None:
-        running = self._running.get(chat_id)
+        running = self.tasks.get(chat_id)
         if running is not None:
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.shield(running.task)
@@ -654,8 +348,8 @@ class TurnManager:
             self._watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._watcher
-        for running in list(self._running.values()):
+        for running in list(self.tasks.values()):
             running.task.cancel()
-        for running in list(self._running.values()):
+        for running in list(self.tasks.values()):
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await running.task
