@@ -259,7 +259,7 @@ def servers(workers: int | None = None, bus: str | None = None) -> Iterator[list
             server_env = toolrelay_env(env, src, folder, port, upstream_url)
             if name != "coalesced":  # every chunk as it comes, as a proxy sends them
                 server_env["TOOLRELAY_LIMITS__COALESCE_MS"] = "0"
-            if bus is not None:  # several workers share a bus (server/workers.py)
+            if bus is not None:  # several workers share a bus (server/processes/workers.py)
                 server_env["TOOLRELAY_EVENTS_URL"] = bus
             # the default is one worker per core (where a tree has workers): pinned rows want one
             one = name in ("toolrelay", "coalesced") or workers_supported(src)

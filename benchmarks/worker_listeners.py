@@ -1,6 +1,6 @@
 """`serve --workers 2`: one SO_REUSEPORT listener per worker against uvicorn's shared socket.
 
-`server/supervisor.py` gives every worker its own listening socket, and the
+`server/processes/supervisor.py` gives every worker its own listening socket, and the
 kernel spreads new connections over them by a hash of their addresses;
 uvicorn's own multi-process mode (what `serve` falls back to where no
 balancing SO_REUSEPORT exists) has all workers accept on one inherited socket.
@@ -36,7 +36,7 @@ from benchmarks.server_load import (
 )
 
 SHARED = (
-    "import toolrelay.server.supervisor as s; s.REUSEPORT = None; "  # serve's fallback
+    "import toolrelay.server.processes.supervisor as s; s.REUSEPORT = None; "  # serve's fallback
     "from toolrelay.cli.main import app; app(prog_name='toolrelay')"
 )
 

@@ -12,7 +12,7 @@ from fastapi import FastAPI
 
 from tests.cli.test_admin import invoke, owner
 from toolrelay.config.settings import Settings
-from toolrelay.server import workers
+from toolrelay.server.processes import workers
 
 REDIS = "redis://127.0.0.1:6379/0"
 
@@ -94,12 +94,12 @@ def test_a_port_someone_listens_on_is_one_line_and_exit_code_2(
 def test_without_balancing_reuseport_uvicorn_workers_share_one_socket(
     tmp_path: Path, runs: list[tuple[Any, dict[str, Any]]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("toolrelay.server.supervisor.REUSEPORT", None)
+    monkeypatch.setattr("toolrelay.server.processes.supervisor.REUSEPORT", None)
     config = _config(tmp_path, events_url=REDIS)
     result = invoke("serve", "--config", str(config), "--workers", "3", "--port", "8123")
     assert result.exit_code == 0, result.output
     ((target, options),) = runs
-    assert target == "toolrelay.server.workers:app"
+    assert target == "toolrelay.server.processes.workers:app"
     assert options["factory"] is True and options["workers"] == 3 and options["port"] == 8123
     # a worker still importing on a loaded machine is not killed as hung (uvicorn's 5 s)
     assert options["timeout_worker_healthcheck"] >= 60

@@ -45,7 +45,7 @@ class Workers:
         found: set[int] = set()
         for task in Path(f"/proc/{self.server.pid}/task").iterdir():
             for pid in (task / "children").read_text().split():
-                if _alive(int(pid)) and b"toolrelay.server.worker" in _cmdline(int(pid)):
+                if _alive(int(pid)) and b"toolrelay.server.processes.worker" in _cmdline(int(pid)):
                     found.add(int(pid))
         return found
 

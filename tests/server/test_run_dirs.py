@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from toolrelay.config.settings import Settings
-from toolrelay.server import metrics, run_dirs, workers
+from toolrelay.server import metrics
+from toolrelay.server.processes import run_dirs, workers
 
 
 def _dead_pid() -> int:

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from tests.patience import HANG
-from toolrelay.server.supervisor import WORKER_ENV, Supervisor
+from toolrelay.server.processes.supervisor import WORKER_ENV, Supervisor
 
 PRELUDE = (
     "import json, os, signal, socket, sys, time\n"

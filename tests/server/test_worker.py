@@ -1,4 +1,4 @@
-"""One worker process (`python -m toolrelay.server.worker`), driven as its parent drives it.
+"""One worker process (`python -m toolrelay.server.processes.worker`), driven as its parent drives it.
 
 The worker's own SO_REUSEPORT socket is the only one on its port, so a
 connection made right after it said "ready" on the control socket proves it
@@ -20,8 +20,8 @@ import httpx2
 
 from tests.patience import HANG
 from toolrelay.config.settings import Settings
-from toolrelay.server.supervisor import WORKER_ENV, reserve_port
-from toolrelay.server.workers import SETTINGS_ENV
+from toolrelay.server.processes.supervisor import WORKER_ENV, reserve_port
+from toolrelay.server.processes.workers import SETTINGS_ENV
 
 
 def test_a_worker_says_ready_once_it_listens_and_stops_when_its_parent_goes(
@@ -38,7 +38,7 @@ def test_a_worker_says_ready_once_it_listens_and_stops_when_its_parent_goes(
             WORKER_ENV: json.dumps(orders),
         }
         worker = subprocess.Popen(
-            [sys.executable, "-m", "toolrelay.server.worker"],
+            [sys.executable, "-m", "toolrelay.server.processes.worker"],
             env=env,
             pass_fds=[theirs.fileno()],
             stdout=subprocess.DEVNULL,

@@ -8,7 +8,7 @@ built. With no model configured, the embedded model (`config.local`) is
 started next and added as route `local` (it stops after uvicorn does). Only
 then is uvicorn started with that registry, or, with several workers (the
 default: one per core), the parent reserves the port and starts them
-(`server/supervisor.py`), hosting their bus when no `events_url` names one.
+(`server/processes/supervisor.py`), hosting their bus when no `events_url` names one.
 This is the one CLI module that imports `toolrelay.server`, lazily, to start it.
 """
 
@@ -86,7 +86,7 @@ def serve(
         redact = _configure_logs(settings)  # before the registry: its warnings formatted, masked
         _make_dir(settings.data_dir)
         registry = build_registry(settings)  # every configuration problem before the model loads
-        from toolrelay.server.workers import check_workers, default_workers
+        from toolrelay.server.processes.workers import check_workers, default_workers
 
         missing = not_installed() if wants_local(settings, enabled=not no_local) else None
         serves_local = missing == []
@@ -132,7 +132,7 @@ def _check_database(settings: Settings) -> None:
     cannot be used (`ConfigError`), before a model loads or a worker is spawned."""
     import asyncio
 
-    from toolrelay.server.workers import check_database
+    from toolrelay.server.processes.workers import check_database
 
     _make_dir(settings.data_dir)
     asyncio.run(check_database(settings))
@@ -158,15 +158,15 @@ BACKLOG = 2048
 
 
 def _serve_workers(settings: Settings, count: int) -> None:
-    """`count` worker processes on one port (`server/workers.py` says what they share,
-    `server/supervisor.py` how they are kept)."""
+    """`count` worker processes on one port (`server/processes/workers.py` says what they share,
+    `server/processes/supervisor.py` how they are kept)."""
     import asyncio
     import sys
     from contextlib import ExitStack
 
     from toolrelay.server.metrics import shared_across_workers, worker_exited
-    from toolrelay.server.supervisor import REUSEPORT, reserve_port
-    from toolrelay.server.workers import prepare, shared_bus
+    from toolrelay.server.processes.supervisor import REUSEPORT, reserve_port
+    from toolrelay.server.processes.workers import prepare, shared_bus
 
     minted = asyncio.run(prepare(settings))
     if minted:
@@ -196,13 +196,13 @@ def _serve_workers(settings: Settings, count: int) -> None:
 def _supervise(
     settings: Settings, count: int, bus_url: str | None, on_exit: Callable[[int], None]
 ) -> int:
-    """Our supervisor: one SO_REUSEPORT listener per worker (`server/supervisor.py`)."""
+    """Our supervisor: one SO_REUSEPORT listener per worker (`server/processes/supervisor.py`)."""
     import asyncio
     import json
     import os
 
-    from toolrelay.server.supervisor import STOP_MARGIN_S, WORKER_ENV, Supervisor
-    from toolrelay.server.workers import SETTINGS_ENV
+    from toolrelay.server.processes.supervisor import STOP_MARGIN_S, WORKER_ENV, Supervisor
+    from toolrelay.server.processes.workers import SETTINGS_ENV
 
     orders = {"host": settings.host, "port": settings.port, "backlog": BACKLOG}
     env = {
@@ -234,7 +234,7 @@ def _uvicorn_workers(settings: Settings, count: int, bus_url: str | None) -> Non
 
     import uvicorn
 
-    from toolrelay.server.workers import EVENTS_ENV, SETTINGS_ENV
+    from toolrelay.server.processes.workers import EVENTS_ENV, SETTINGS_ENV
 
     logging.getLogger("toolrelay.server").info(
         "no balancing SO_REUSEPORT here: %d uvicorn workers share one listening socket", count
@@ -243,7 +243,7 @@ def _uvicorn_workers(settings: Settings, count: int, bus_url: str | None) -> Non
     if bus_url:
         os.environ[EVENTS_ENV] = bus_url
     uvicorn.run(
-        "toolrelay.server.workers:app",
+        "toolrelay.server.processes.workers:app",
         factory=True,
         workers=count,
         timeout_worker_healthcheck=WORKER_HEALTHCHECK_S,

@@ -34,6 +34,7 @@ from toolrelay.server.durability import Durability
 from toolrelay.server.error_responses import BodyLimit, JSONBody, install_error_handlers
 from toolrelay.server.logs import RequestIds
 from toolrelay.server.openapi import fix_openapi
+from toolrelay.server.processes.shutdown import Stopping
 from toolrelay.server.resume import default_node
 from toolrelay.server.routes import (
     admin,
@@ -51,7 +52,6 @@ from toolrelay.server.routes import (
 )
 from toolrelay.server.services import Services
 from toolrelay.server.session import load_secret
-from toolrelay.server.shutdown import Stopping
 from toolrelay.server.startup_log import log_startup
 from toolrelay.server.streams import cancel_streams
 from toolrelay.server.telemetry import Telemetry

@@ -51,7 +51,7 @@ from prometheus_client import (
 )
 
 from toolrelay.engine.observer import ModelCall, ToolCall, TurnStart, TurnSummary
-from toolrelay.server import run_dirs
+from toolrelay.server.processes import run_dirs
 
 __all__ = ["CONTENT_TYPE", "MULTIPROC_ENV", "Metrics", "shared_across_workers", "worker_exited"]
 

@@ -22,8 +22,8 @@ from toolrelay.server.auth import KeyCache
 from toolrelay.server.budgets import Budgets
 from toolrelay.server.error_responses import APIError
 from toolrelay.server.logs import RequestIdInErrors
+from toolrelay.server.processes.shutdown import Stopping
 from toolrelay.server.request_info import ADMITTED, RequestInfo, model_info
-from toolrelay.server.shutdown import Stopping
 from toolrelay.server.throttle import FailureLimiter
 from toolrelay.server.turns import TurnManager
 

@@ -14,7 +14,7 @@ The parent:
   host:port ours while workers come and go, and turns port 0 into one real
   port for all of them. A probe bind without SO_REUSEPORT comes first: another
   server already listening there would otherwise share its port with us.
-- starts each worker as `python -m toolrelay.server.worker` (a fresh
+- starts each worker as `python -m toolrelay.server.processes.worker` (a fresh
   interpreter, like `spawn`) holding one end of a socket pair: the worker
   writes "ready" once it listens, and reads EOF when the parent dies (it then
   stops itself, so no orphan keeps the port).
@@ -25,7 +25,7 @@ The parent:
   forever: `cli/serve.py` WORKER_HEALTHCHECK_S). With no worker serving and
   3 failed starts per worker in a row, it gives up (exit code 1).
 - on SIGTERM or SIGINT sends SIGTERM to every worker, so each runs its
-  graceful shutdown (`server/shutdown.py`), and returns once all have exited;
+  graceful shutdown (`server/processes/shutdown.py`), and returns once all have exited;
   a second signal is passed on as SIGINT, which uvicorn takes as "now". A
   worker still there `STOP_MARGIN_S` past the shutdown grace is hung: SIGKILL.
 """
@@ -141,7 +141,7 @@ class Supervisor:
         on_ready: Callable[[int], None] = lambda pid: None,
         first_backoff: float = FIRST_BACKOFF_S,
         stop_limit: float = STOP_MARGIN_S,
-        command: Sequence[str] = (sys.executable, "-m", "toolrelay.server.worker"),
+        command: Sequence[str] = (sys.executable, "-m", "toolrelay.server.processes.worker"),
     ) -> None:
         """`env`: the workers' environment, `WORKER_ENV` without its `control` field
         (added per start); `on_ready(pid)` runs when a worker says it listens,

@@ -1,4 +1,4 @@
-"""One worker of `serve --workers N` (`python -m toolrelay.server.worker`, started by the
+"""One worker of `serve --workers N` (`python -m toolrelay.server.processes.worker`, started by the
 parent's `Supervisor`): a whole server on its own SO_REUSEPORT listener.
 
 uvicorn runs through its public API only (`Config`, `Server.run`); the "ready"
@@ -35,8 +35,8 @@ from collections.abc import Mapping
 
 import uvicorn
 
-from toolrelay.server.supervisor import STOP_MARGIN_S, WORKER_ENV, worker_socket
-from toolrelay.server.workers import SETTINGS_ENV, worker_settings
+from toolrelay.server.processes.supervisor import STOP_MARGIN_S, WORKER_ENV, worker_socket
+from toolrelay.server.processes.workers import SETTINGS_ENV, worker_settings
 
 
 class _Ready:

@@ -18,7 +18,7 @@ The parent migrates the database and makes sure of the admin key before any
 worker starts, so workers never race each other for either; the settings the
 parent checked (flags applied, port 0 made a real port) reach the workers as
 JSON in `SETTINGS_ENV`. How the workers are started, kept and stopped:
-`server/supervisor.py` (each its own SO_REUSEPORT listener), `server/worker.py`.
+`server/processes/supervisor.py` (each its own SO_REUSEPORT listener), `server/processes/worker.py`.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from toolrelay.config.settings import Settings
 from toolrelay.errors import ConfigError
-from toolrelay.server import run_dirs
+from toolrelay.server.processes import run_dirs
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
