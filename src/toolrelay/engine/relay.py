@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import AsyncGenerator, Iterable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from toolrelay.core import events as ev
 from toolrelay.core.events import Event, as_source
@@ -17,6 +17,16 @@ from toolrelay.core.tools.code_gates import code_interpreter_allowed
 from toolrelay.engine.checkpoint import Checkpoints, TurnState
 from toolrelay.engine.code_tool import CODE_TOOL_NAME, CodeTool
 from toolrelay.engine.conversation import Conversation
+from toolrelay.engine.durable_runs import (
+    RunCheckpoints,
+    RunStore,
+    keeps_runs,
+    library_owner,
+    recorded,
+    run_request,
+    state_of,
+    unfinished_run,
+)
 from toolrelay.engine.filters import has_inlets, run_inlets
 from toolrelay.engine.finish import Finisher, RunResult
 from toolrelay.engine.interfaces import (
@@ -143,6 +153,7 @@ class Relay:
         request: Any = None,
         pause: bool = False,
         continues: str | None = None,
+        durable: bool = False,
     ) -> RunResult:
         """Run one turn to its end. Cancelling the task saves the partial turn, then re-raises.
 
@@ -159,9 +170,20 @@ class Relay:
         `resume` it later with the answers in its state (`TurnState.answers`).
         `continues` (with `resume`: a cut answer's items) names its last message item,
         which the model's next text goes on (`engine.continuation`).
+        `durable` (with a `store` that keeps runs, and `chat_id`): the turn is recorded
+        and checkpointed in the store, so `resume(chat_id)` goes on with it in this
+        process or a new one, paused or cut by its process's end (`engine.durable_runs`).
         """
         raw = _as_messages(messages)
         message_id = message_id or new_id("msg")
+        runs = self._run_store(chat_id) if durable else None
+        if runs is not None:
+            if resume is None:
+                wanted = run_request(raw, user, features, pause=pause)
+                await runs.start_run(
+                    str(chat_id), message_id, owner=library_owner(), request=wanted
+                )
+            checkpoints = RunCheckpoints(runs, message_id)
         sink = sink or NullSink()
         offer = await self.toolbox.offer()
         code_runner, tags = self._code_path(features, user)
@@ -254,7 +276,36 @@ class Relay:
         if sources and not isinstance(sink, NullSink):  # the sources shown with the answer
             for source in sources:
                 await sink.emit(ev.event(ev.SOURCE, as_source(source)))
-        return await Turn(setup).run()
+        turn = Turn(setup).run()
+        return await (turn if runs is None else recorded(runs, message_id, turn))
+
+    async def resume(self, chat_id: str, *, sink: EventSink | None = None) -> RunResult:
+        """Go on with the chat's durable turn (`run(..., durable=True)`) from its last
+        checkpoint, in this process or a new one: a paused turn with the answers given
+        to this relay (`approve`, `submit_tool_result`) before this call, one cut by
+        its process's end as the checkpoint rules say (`engine.checkpoint`). Raises
+        `NoRunToResume` when the chat has none, `TurnPaused` when it pauses again."""
+        store = self._run_store(chat_id)
+        run = await unfinished_run(store, chat_id)
+        state = state_of(run)
+        await store.claim_run(run.message_id, owner=library_owner(), resumed=run.status != "paused")
+        request = run.request
+        return await self.run(
+            list(request.get("history") or []),
+            sink=sink,
+            chat_id=chat_id,
+            message_id=run.message_id,
+            user=request.get("user"),
+            features=request.get("features"),
+            resume=state,
+            pause=bool(request.get("pause")),
+            durable=True,
+        )
+
+    def _run_store(self, chat_id: str | None) -> RunStore:
+        if chat_id is None or self.store is None or not keeps_runs(self.store):
+            raise ValueError("a durable turn needs a chat_id and a store that keeps runs")
+        return cast(RunStore, self.store)
 
     def stream(
         self, messages: Sequence[Message] | str, **kwargs: Any

@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from toolrelay.adapters.stores import TurnRun
+from toolrelay.engine.durable_runs import LIBRARY_OWNER
 from toolrelay.server.durability import channel, fail_orphans, failed_turn, failure_events
 from toolrelay.server.resume import (
     Rebuilt,
@@ -50,7 +51,7 @@ async def take_over(
     A run that cannot go on fails with the reason; False then."""
     chat_id, name = run.chat_id, channel(run.chat_id)
     paused = run.status == "paused"
-    if chat_id in m.tasks or (paused and not answers):
+    if chat_id in m.tasks or (paused and not answers) or library_run(run):
         return False
     ttl = m.durability.lease_ttl
     leased = held or (own and await m.bus.renew(name, ttl=ttl))
@@ -123,6 +124,8 @@ async def take_over_expired(m: TurnManager) -> int:
     now = datetime.now(UTC)
     timeout = m.durability.pause_timeout
     for run in await m.store.list_runs():
+        if library_run(run):  # a library process's (`Relay.resume`), not a server's
+            continue
         if run.status == "running" and run.chat_id not in m.tasks:
             taken += await take_over(m, run)
         elif pause_expired(run, timeout, now):
@@ -179,3 +182,8 @@ async def end_paused(m: TurnManager, run: TurnRun, error: str, status: str = "fa
     finally:
         await asyncio.shield(m.bus.end(name))
     return True
+
+
+def library_run(run: TurnRun) -> bool:
+    """A run a library `Relay` recorded (`run(..., durable=True)`): its process resumes it."""
+    return run.owner.startswith(LIBRARY_OWNER)
