@@ -201,3 +201,32 @@ def test_workers_stop_when_their_parent_is_killed(
         log = workers.server.log.read_text()
         assert log.count("Application shutdown complete.") == 2  # gracefully
         shutil.rmtree(bus_dir)  # the killed parent could not remove its run directory
+
+
+def test_a_killed_parents_workers_leave_their_turns_to_the_next_server(
+    tmp_path: Path, upstream: FakeModelServer
+) -> None:
+    """The bus died with the parent: the worker running a turn can neither stream it nor
+    record it failed. It leaves it `in_progress` with its run and checkpoint (no "could
+    not record the failure" per turn), and a server started on the same database ends it."""
+    upstream.route(CHAT, stalled(), SSEReply(chat_chunks(text=WORDS)))
+    with two_workers(tmp_path, upstream, "sqlite", None, checkpoint_s=0.05) as workers:
+        pids = workers.ready()
+        bus_dir = _bus_dir(workers)
+        with workers.server.client() as client:
+            chat_id = new_chat(client, model="fake")
+            posted = client.post(f"/api/chats/{chat_id}/messages", json={"content": "q"})
+            assert posted.status_code == 202
+            wait_for(
+                lambda: last_assistant(client, chat_id).get("content") == "".join(PARTIAL),
+                "the partial answer checkpointed",
+            )
+        workers.server.kill()
+        wait_for(lambda: all(_gone(pid) for pid in pids), "the orphaned workers stopped")
+        log = workers.server.log.read_text()
+        assert log.count("Application shutdown complete.") == 2  # gracefully
+        assert "could not record" not in log, log[-3000:]
+        shutil.rmtree(bus_dir)
+    shutil.rmtree(tmp_path / "metrics")
+    with two_workers(tmp_path, upstream, "sqlite", None) as workers, workers.server.client() as c:
+        assert wait_saved(c, chat_id)["content"] == "".join(WORDS)

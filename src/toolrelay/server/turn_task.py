@@ -7,7 +7,9 @@ sink and the run's row as its checkpoints, and whatever happens, leaves the turn
 in a state another worker can read: saved (completed, failed, cancelled — even a
 cancel that came before the engine took it), or `paused` with the calls it waits
 for, or taken on again at once when an answer reached it as it paused. It never
-leaves the chat's lease held by a turn that no longer runs.
+leaves the chat's lease held by a turn that no longer runs. One exception: when
+the bus is gone with the parent process (`TurnManager.leave`), the turn is left
+`in_progress` with its run, as a crash would leave it, for a take-over.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from toolrelay.adapters.events import EventBus
+from toolrelay.adapters.events.ipc import BusUnavailable
 from toolrelay.core.events import Event
 from toolrelay.engine.checkpoint import TurnPaused, TurnState
 from toolrelay.engine.interfaces import Message, Tool
@@ -81,6 +84,7 @@ async def run_turn(
     on_done = context.pop("on_done", None)
     recorder = TurnRecorder()
     paused: TurnPaused | None = None
+    left = False
     keeper = asyncio.get_running_loop().create_task(
         keep_alive(m.bus, m.store, m.durability, chat_id, message_id, recorder)
     )
@@ -114,10 +118,10 @@ async def run_turn(
         with contextlib.suppress(Exception):  # what a reload shows meanwhile
             await m.store.checkpoint_turn(chat_id, message_id, recorder.turn("in_progress"))
     except asyncio.CancelledError:  # the engine saved the partial turn, if it had begun
-        await asyncio.shield(_cancelled_early(m, chat_id, message_id, recorder))
+        if not m.leaving:
+            await asyncio.shield(_cancelled_early(m, chat_id, message_id, recorder))
     except Exception as exc:  # never lose a turn silently
-        log.exception("turn %s of chat %s crashed", message_id, chat_id)
-        await _report(m, chat_id, message_id, recorder, exc)
+        left = await _crashed(m, chat_id, message_id, recorder, exc)
     finally:
         keeper.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -127,8 +131,32 @@ async def run_turn(
         running = m.tasks.pop(chat_id, None)  # before `end`: no newer turn yet
         if running is not None:
             running.listener.cancel()
-        if not await _ended(m, chat_id, message_id, relay, paused):
+        if not (left or m.leaving) and not await _ended(m, chat_id, message_id, relay, paused):
             await m.bus.end(channel(chat_id))
+
+
+async def _crashed(
+    m: TurnManager, chat_id: str, message_id: str, recorder: TurnRecorder, exc: Exception
+) -> bool:
+    """A turn that raised is reported failed, or, when the bus went with the parent
+    process, left for a take-over (True)."""
+    if m.leaving or _bus_lost(exc):
+        log.warning("turn %s of chat %s left for a take-over: %s", message_id, chat_id, exc)
+        return True
+    log.exception("turn %s of chat %s crashed", message_id, chat_id)
+    await _report(m, chat_id, message_id, recorder, exc)
+    return False
+
+
+def _bus_lost(exc: BaseException) -> bool:
+    """`exc` is (or was caused by) the inter-process bus being gone (its host, the
+    parent, died): the turn can be neither streamed nor recorded as ended."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, BusUnavailable):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 async def _cancelled_early(

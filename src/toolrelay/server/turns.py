@@ -90,6 +90,8 @@ class TurnManager:
         self.tasks: dict[str, RunningTurn] = {}
         """The turns running on this worker, by chat id."""
         self._watcher: asyncio.Task[None] | None = None
+        self.leaving = False
+        """Set by `leave()`: turns that end from then on are left for a take-over."""
 
     def relay_for(
         self,
@@ -342,6 +344,15 @@ class TurnManager:
         if running is not None:
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.shield(running.task)
+
+    def leave(self) -> None:
+        """This process lost its parent, and the bus the parent hosted: a turn that ends
+        from now on (crashing on the lost bus, or cancelled by the stop) is left as it
+        is, `in_progress` with its run and last checkpoint, for the next server on the
+        same database to take over (`server/processes`). Recording it failed or
+        cancelled would fail on the bus anyway, once per turn. A plain assignment:
+        callable from the thread that watches the parent."""
+        self.leaving = True
 
     async def aclose(self) -> None:
         if self._watcher is not None:

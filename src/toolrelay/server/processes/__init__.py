@@ -32,12 +32,11 @@ Invariants:
   (connections it had queued are reset), the parent starts another at once, and
   its running chat turns stay `in_progress` with their checkpoints: their leases
   run out and a live worker takes them over (`server/resume.py`).
-- **The parent's death**: each worker reads EOF on its control socket and stops
-  gracefully (`worker._watch_parent`); none outlives its parent by more than the
-  grace plus `STOP_MARGIN_S`. The bus went with the parent, so a running turn's
-  next publish fails and `TurnManager` tries to record it failed, which fails too
-  (one "could not record the failure of turn …" per turn); one still running at
-  the grace is cancelled and its run ended. Not yet what it should be: such turns
-  should be left `in_progress` with their runs, for the next server on the same
-  database to resume (issue 27 item 5).
+- **The parent's death**: each worker reads EOF on its control socket, leaves its
+  running turns for a take-over (`TurnManager.leave`) and stops gracefully
+  (`worker._watch_parent`); none outlives its parent by more than the grace plus
+  `STOP_MARGIN_S`. The bus went with the parent, so a turn can neither stream nor
+  be recorded as ended: it stays `in_progress` with its run and last checkpoint,
+  as a crash leaves it, and the next server on the same database resumes it
+  (`tests/reliability/test_workers.py`).
 """

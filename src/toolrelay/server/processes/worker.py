@@ -32,6 +32,7 @@ import socket
 import threading
 import time
 from collections.abc import Mapping
+from typing import Any
 
 import uvicorn
 
@@ -71,12 +72,17 @@ class _WorkerField(logging.Filter):
         return True
 
 
-def _watch_parent(control: socket.socket, limit: float) -> None:
+def _watch_parent(control: socket.socket, limit: float, app: Any) -> None:
     """Block until the parent's end closes (it exited or died), then stop gracefully; if
-    still here `limit` seconds later (hung: nobody else will kill it), exit at once."""
+    still here `limit` seconds later (hung: nobody else will kill it), exit at once.
+    Running turns are left for a take-over first (`TurnManager.leave`): the bus the
+    parent hosted is gone with it."""
     with contextlib.suppress(OSError):
         while control.recv(64):
             pass
+    services = getattr(app.state, "services", None)  # None before start-up ends
+    if services is not None:
+        services.turns.leave()
     os.kill(os.getpid(), signal.SIGTERM)
     time.sleep(limit)  # a daemon thread: a normal exit does not wait for it
     os._exit(1)
@@ -98,12 +104,13 @@ def main() -> None:
     control = socket.socket(fileno=int(orders["control"]))
     control.set_inheritable(False)  # its EOF must mean this process, not a tool it started
     listener = worker_socket(orders["host"], int(orders["port"]))  # uvicorn listens on it
+    app = create_app(  # as a one-process server (server/gc_tuning.py)
+        settings,
+        tune_gc=True,
+        node=default_node(settings.data_dir, orders["port"], orders.get("slot", "")),
+    )
     config = uvicorn.Config(
-        create_app(  # as a one-process server (server/gc_tuning.py)
-            settings,
-            tune_gc=True,
-            node=default_node(settings.data_dir, orders["port"], orders.get("slot", "")),
-        ),
+        app,
         host=orders["host"],
         port=int(orders["port"]),
         backlog=int(orders["backlog"]),
@@ -113,7 +120,7 @@ def main() -> None:
         timeout_notify=0,
     )
     limit = settings.shutdown_grace_s + STOP_MARGIN_S
-    threading.Thread(target=_watch_parent, args=(control, limit), daemon=True).start()
+    threading.Thread(target=_watch_parent, args=(control, limit, app), daemon=True).start()
     uvicorn.Server(config).run(sockets=[listener])
 
 
