@@ -118,11 +118,9 @@ async def test_loads_example_tools_and_filters_by_route(
     registry = build_registry(settings, env={"CHAT_KEY": "k"})
     assert sorted(registry.tools) == ["calculator", "get_time", "get_weather"]
     assert [t.spec.name for t in registry.tools_for("mini")] == ["calculator"]  # type: ignore[union-attr]
-    assert sorted(t.spec.name for t in registry.tools_for("llama")) == [  # type: ignore[union-attr]
-        "calculator",
-        "get_time",
-        "get_weather",
-    ]
+    offered = await registry.tools_for("llama").toolbox.tools()
+    assert sorted(offered) == ["calculator", "get_time", "get_weather"]
+    assert offered["get_time"] is registry.tools["get_time"]  # the file's, not the built-in
     assert registry.tools_for("mini") is registry.tools_for("mini")  # built once per route
     calc = registry.tools["calculator"]
     assert await calc.call({"expression": "2 * (3 + 4)"}, ToolContext()) == "14"

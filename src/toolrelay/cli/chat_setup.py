@@ -115,8 +115,11 @@ def build_setup(choice: ModelChoice, file_tools: list[Tool | ToolSource]) -> Cha
         if not choice.model:
             raise ConfigError("--model NAME is required with --base-url")
         from toolrelay.config import load_settings
+        from toolrelay.config.registry import builtin_source
 
-        base = load_settings(choice.config).limits.to_run_limits()
+        settings = load_settings(choice.config)
+        base = settings.limits.to_run_limits()
+        builtin = builtin_source(settings.builtin_tools)
         client = direct_client(
             choice.api,
             base_url=choice.base_url,
@@ -125,7 +128,8 @@ def build_setup(choice: ModelChoice, file_tools: list[Tool | ToolSource]) -> Cha
             record=choice.record,
         )
         limits = _limits(base, choice.max_iterations)
-        return ChatSetup(client, list(file_tools), limits, client.aclose, choice.model)
+        tools = [*file_tools, *([] if builtin is None else [builtin])]
+        return ChatSetup(client, tools, limits, client.aclose, choice.model)
     return _route_setup(choice, file_tools)
 
 
@@ -257,10 +261,9 @@ def _route_setup(choice: ModelChoice, file_tools: list[Tool | ToolSource]) -> Ch
 
 
 def _all_tools(registry: Any) -> list[Tool | ToolSource]:
-    """Every configured tool and tool server (as a view: closing a turn never stops it)."""
-    from toolrelay.engine.toolbox import ToolSubset
-
-    return [*registry.tools.values(), *(ToolSubset(s) for s in registry.sources.values())]
+    """Every configured tool and tool server, and the built-ins (as views: closing a turn
+    never stops them)."""
+    return [*registry.tools.values(), *registry.all_sources()]
 
 
 def _limits(base: RunLimits, max_iterations: int | None) -> RunLimits:

@@ -24,6 +24,7 @@ from toolrelay.adapters.http.record import Recorder
 from toolrelay.adapters.models import Ollama, OpenAIChat, OpenAIResponses
 from toolrelay.adapters.pipelines import HttpOutlet
 from toolrelay.adapters.tools import load_tools_from_file, load_tools_from_module
+from toolrelay.adapters.tools.builtin import BUILTIN, BUILTIN_SOURCE, BuiltinTools
 from toolrelay.adapters.user_code import import_user_file, import_user_module
 from toolrelay.config.code import build_code_runner
 from toolrelay.config.route_http import http_options
@@ -39,7 +40,7 @@ from toolrelay.engine.tasks import TASK_NAMES, BackgroundTask
 from toolrelay.engine.toolbox import CheckedTools, Toolbox, ToolInfo, ToolSubset
 from toolrelay.errors import ConfigError
 
-__all__ = ["Registry", "build_registry", "setup_hint"]
+__all__ = ["Registry", "build_registry", "builtin_source", "setup_hint"]
 
 _FILTER_MODULE_PREFIX = "toolrelay_user_filters"
 
@@ -59,6 +60,8 @@ class Registry:
     """One client per route, built by `build_registry` (their connection pools are lazy)."""
     sources: dict[str, ToolSource] = field(default_factory=dict)
     """`[[tool_servers]]` by name: one live source each, shared by every turn."""
+    builtin: ToolSource | None = None
+    """The built-in tools (`builtin_tools`), offered after every other; None when off."""
     code_runner: Any = None
     """The code interpreter (`[code_interpreter]`), shared by every turn; None when off."""
     code_users: str = "admins"
@@ -72,9 +75,14 @@ class Registry:
     _route_tools: dict[str, CheckedTools] = field(init=False, repr=False, default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.toolbox = Toolbox(self.tools.values(), [ToolSubset(s) for s in self.sources.values()])
+        self.toolbox = Toolbox(self.tools.values(), self.all_sources())
         if self.background is None:
             self.background = TaskSetup(dict.fromkeys(TASK_NAMES, self.task_model))
+
+    def all_sources(self) -> list[ToolSource]:
+        """Every source as a view a turn may close: the tool servers, then the built-ins."""
+        views: list[ToolSource] = [ToolSubset(s) for s in self.sources.values()]
+        return views if self.builtin is None else [*views, ToolSubset(self.builtin)]
 
     def client_for(self, route: str) -> ModelClient:
         """The cached client of a route; `KeyError` for a name no route has."""
@@ -99,12 +107,16 @@ class Registry:
     def _chosen(self, route: str) -> list[Tool | ToolSource]:
         names = self.routes[route].tools
         if names is None:
-            return [*self.tools.values(), *(ToolSubset(s) for s in self.sources.values())]
+            return [*self.tools.values(), *self.all_sources()]
         chosen: list[Tool | ToolSource] = [self.tools[n] for n in names if n in self.tools]
         chosen += [ToolSubset(self.sources[n]) for n in names if n in self.sources]
+        if self.builtin is not None and BUILTIN_SOURCE in names:
+            chosen.append(ToolSubset(self.builtin))
         rest = [n for n in names if n not in self.tools and n not in self.sources]
         if rest:
             chosen += [ToolSubset(s, rest) for s in self.sources.values()]
+            if self.builtin is not None and BUILTIN_SOURCE not in names:
+                chosen.append(ToolSubset(self.builtin, rest))
         return chosen
 
     def add_route(self, route: ModelRoute, *, env: Mapping[str, str] | None = None) -> None:
@@ -168,8 +180,10 @@ def build_registry(
     tools = _load_tools(settings.tools)
     sources = _load_sources(settings)
     routes = {route.name: route for route in settings.models}
+    builtin = builtin_source(settings.builtin_tools)
+    offered = {*tools, *sources, *([BUILTIN_SOURCE, *BUILTIN] if builtin is not None else [])}
     for index, route in enumerate(settings.models):
-        unknown = [name for name in route.tools or [] if name not in tools and name not in sources]
+        unknown = [name for name in route.tools or [] if name not in offered]
         if unknown and not sources:  # with servers, a name may be one of their tools
             raise ConfigError(f"models[{index}].tools: unknown tool {unknown[0]!r}")
     routed = settings.models if clients else []
@@ -184,6 +198,7 @@ def build_registry(
         background=task_setup(settings),
         clients=_windowed(_filtered(built, filters), routes),
         sources=sources,
+        builtin=builtin,
         code_runner=build_code_runner(
             settings.code_interpreter, settings.data_dir, settings.config_file
         ),
@@ -212,12 +227,21 @@ def _windowed(
     return windowed
 
 
+def builtin_source(choice: bool | list[str]) -> ToolSource | None:
+    """`builtin_tools`: all (true), none (false, or an empty list), or the ones named."""
+    if choice is False or choice == []:
+        return None
+    return BuiltinTools(None if choice is True else choice)
+
+
 def _load_sources(settings: Settings) -> dict[str, ToolSource]:
     """One source per `[[tool_servers]]` entry; names must be unique."""
     sources: dict[str, ToolSource] = {}
     for index, server in enumerate(settings.tool_servers):
         if server.name in sources:
             raise ConfigError(f"tool_servers[{index}]: name {server.name!r} is used twice")
+        if server.name == BUILTIN_SOURCE:
+            raise ConfigError(f"tool_servers[{index}]: the name {server.name!r} is reserved")
         sources[server.name] = build_source(server)
     return sources
 

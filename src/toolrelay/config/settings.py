@@ -344,6 +344,10 @@ class Settings(BaseSettings):
     """Signs the web page's session cookies; unset: a random one kept in `data_dir`."""
     models: list[ModelRoute] = Field(default_factory=list)
     tools: list[str] = Field(default_factory=list)
+    builtin_tools: bool | list[str] = True
+    """The built-in tools every route offers (`get_time`, `calculator`;
+    `adapters.tools.builtin`): true for all, false for none, or a list of their names.
+    A configured tool of the same name replaces a built-in one."""
     tool_servers: list[ToolServer] = Field(default_factory=list)
     """MCP servers, OpenAPI servers and tool files (`[[tool_servers]]`), started at start-up."""
     tool_probe_s: float = Field(default=5.0, ge=0)

@@ -6,7 +6,10 @@ others: a source that cannot start is logged once per failure streak (not on
 every turn) and its status says why, for `GET /api/tools` and `tools list`.
 
 It does not know what a source is (MCP, OpenAPI, a tool file): it sees the
-`ToolSource` interface only.
+`ToolSource` interface only, plus one optional attribute: a source with
+`fallback = True` (the built-in tools) is merged after every other one whatever
+its place in the list, and a name taken elsewhere hides its tool quietly (no
+warning, not listed): a user's own `get_time` replaces the built-in one.
 
 Tools are checked once, when a toolbox is built (`checked_toolbox`), not per turn: a
 server builds a `CheckedTools` per route once and every turn's `Relay` reuses its
@@ -33,6 +36,7 @@ __all__ = [
     "ToolSubset",
     "Toolbox",
     "checked_toolbox",
+    "is_fallback",
 ]
 
 log = logging.getLogger("toolrelay.tools")
@@ -106,7 +110,8 @@ class Toolbox:
 
     def _merge(self, listed: Sequence[Sequence[Tool]]) -> dict[str, Tool]:
         merged = dict(self.fixed)
-        for source, found in zip(self.sources, listed, strict=True):
+        pairs = sorted(zip(self.sources, listed, strict=True), key=lambda p: is_fallback(p[0]))
+        for source, found in pairs:  # fallbacks last (a stable sort keeps the others' order)
             hidden = []
             for item in found:
                 name = item.spec.name
@@ -114,7 +119,7 @@ class Toolbox:
                     hidden.append(name)
                     continue
                 merged[name] = item
-            if hidden:
+            if hidden and not is_fallback(source):
                 self._clash(source, hidden)
         return merged
 
@@ -183,8 +188,9 @@ class Toolbox:
         return out
 
     async def describe(self) -> list[ToolInfo]:
-        """Every tool with its source and status; lists (starts) the sources first."""
-        await self.tools()
+        """Every tool with its source and status; lists (starts) the sources first. A
+        fallback source's tools that another tool replaces are left out."""
+        offered = await self.tools()
         infos = [
             ToolInfo(t.spec.name, t.spec.description, "python", "ok") for t in self.fixed.values()
         ]
@@ -194,6 +200,8 @@ class Toolbox:
                 infos.append(ToolInfo("", "", source.name, f"error: {error}"))
                 continue
             for item in self._listed.get(source.name, ()):
+                if is_fallback(source) and offered.get(item.spec.name) is not item:
+                    continue
                 hidden = item.spec.name in self.fixed
                 status = "hidden by a tool of the same name" if hidden else "ok"
                 infos.append(ToolInfo(item.spec.name, item.spec.description, source.name, status))
@@ -215,6 +223,7 @@ class ToolSubset:
     def __init__(self, source: ToolSource, names: Collection[str] | None = None) -> None:
         self.source = source
         self.name = source.name
+        self.fallback = is_fallback(source)
         self.names = None if names is None else frozenset(names)
         self._picked: tuple[Sequence[Tool], Sequence[Tool]] | None = None
         """(the source's listing, the subset of it): the same listing gives the same list."""
@@ -232,6 +241,11 @@ class ToolSubset:
 
     async def aclose(self) -> None:
         return None
+
+
+def is_fallback(source: object) -> bool:
+    """A source whose tools give way to any other of the same name (module doc)."""
+    return getattr(source, "fallback", False) is True
 
 
 def _as_given(item: object) -> object:

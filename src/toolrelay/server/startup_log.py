@@ -1,6 +1,6 @@
 """The lines `toolrelay serve` logs once it is up: what it serves, from where, and where to look.
 
-Routes (name, kind, upstream model and host), tools, tool servers with their
+Routes (name, kind, upstream model and host), tools, the built-in tools, tool servers with their
 status (started at start-up by `server.tool_probe`) and tool counts, the filters
 and the code interpreter when they are on (both change every turn: an operator
 must see them), the store, the bus and the URL to open. Secrets stay out: a
@@ -52,8 +52,14 @@ def log_startup(
         log.info(
             "tools: %s", ", ".join(sorted(registry.tools)), extra=fields(count=len(registry.tools))
         )
+    if registry.builtin is not None:
+        names = [t.spec.name for t in getattr(registry.builtin, "tools", ())]
+        log.info(
+            "built-in tools: %s (builtin_tools)", ", ".join(names), extra=fields(count=len(names))
+        )
     for status in registry.toolbox.status() if servers is None else servers:
-        log_status(status, waited=settings.tool_probe_s)
+        if registry.builtin is None or status.name != registry.builtin.name:
+            log_status(status, waited=settings.tool_probe_s)
     if registry.filters:
         log.info(
             "filters: %s",
