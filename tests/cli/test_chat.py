@@ -85,7 +85,11 @@ def test_a_tool_runs_and_only_the_answer_reaches_a_pipe(
     assert lines[0] == '✓ get_weather(city="Paris") → sunny in Paris'
     assert lines[1].startswith("tokens: in 5 · out 7 · 1 tool call · ")
     sent = server.requests[0].json
-    assert [t["function"]["name"] for t in sent["tools"]] == ["get_weather"]
+    assert [t["function"]["name"] for t in sent["tools"]] == [
+        "get_weather",
+        "get_time",
+        "calculator",
+    ]
     fed_back = server.requests[1].json["messages"][-1]
     assert fed_back["role"] == "tool" and fed_back["content"] == "sunny in Paris"
 

@@ -33,7 +33,7 @@ def test_code_flag_offers_execute_code_and_runs_it(server: FakeModelServer) -> N
     result = chat(server, "--code", "--no-save")
     assert result.exit_code == 0, result.output
     names = [t["function"]["name"] for t in server.requests[0].json["tools"]]
-    assert names == ["execute_code"]
+    assert names == ["get_time", "calculator", "execute_code"]  # the built-ins, and the code tool
     assert server.requests[1].json["messages"][-1]["content"] == "result:\n42"
     events = [orjson.loads(line) for line in result.stdout.splitlines()]
     live = [e["data"] for e in events if e["type"] == "code_interpreter:output"]
@@ -44,4 +44,5 @@ def test_without_the_flag_no_code_runs(server: FakeModelServer) -> None:
     server.script(SSEReply(chat_chunks(text="no tools")))
     result = chat(server, "--no-save")
     assert result.exit_code == 0, result.output
-    assert "tools" not in server.requests[0].json
+    offered = [t["function"]["name"] for t in server.requests[0].json["tools"]]
+    assert offered == ["get_time", "calculator"]  # the built-in tools only

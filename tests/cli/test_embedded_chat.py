@@ -28,11 +28,19 @@ def test_chat_uses_the_running_servers_embedded_model(tmp_path: Path) -> None:
         upstream.script(SSEReply(chat_chunks(text="Hi from the server.")))
         route = ModelRoute(name="local", base_url=upstream.base_url, model="qwen")
         settings = Settings(
-            data_dir=tmp_path / "server", models=[route], admin_key=ADMIN_KEY, database_url=None
+            data_dir=tmp_path / "server",
+            models=[route],
+            admin_key=ADMIN_KEY,
+            database_url=None,
+            builtin_tools=False,  # no tools: no tool-selection step before the answer
         )
         with ServerThread(settings) as base_url:
             port = base_url.rsplit(":", 1)[1]
-            env = {"TOOLRELAY_PORT": port, "TOOLRELAY_KEY": ADMIN_KEY}
+            env = {
+                "TOOLRELAY_PORT": port,
+                "TOOLRELAY_KEY": ADMIN_KEY,
+                "TOOLRELAY_BUILTIN_TOOLS": "0",
+            }
             result = invoke("chat", "Say hi.", "--no-save", env=env)
             listed = invoke("models", env=env)
     assert result.exit_code == 0, result.output

@@ -61,7 +61,8 @@ def test_non_stream_runs_server_tools(running: Running) -> None:
     )
     second = running.upstream.requests[1].json
     assert second["messages"][-1] == {"role": "tool", "tool_call_id": "call_1", "content": "5"}
-    assert {t["function"]["name"] for t in second["tools"]} == {"add", "shout"}
+    offered = {t["function"]["name"] for t in second["tools"]}
+    assert offered == {"add", "shout", "get_time", "calculator"}  # and the built-in tools
 
 
 def test_stream_runs_server_tools_and_reports_usage(running: Running) -> None:

@@ -144,7 +144,7 @@ def test_a_call_to_a_client_tool_written_as_text_goes_back_as_tool_calls(
     assert (call.function.name, call.function.arguments) == ("get_location", "{}")
     assert call.id.startswith("call_")
     offered = {t["function"]["name"] for t in running.upstream.requests[0].json["tools"]}
-    assert offered == {"add", "shout", "get_location"}
+    assert offered == {"add", "shout", "get_location", "get_time", "calculator"}
 
 
 def test_tool_choice_none_leaves_a_call_written_as_text_alone(running: Running) -> None:

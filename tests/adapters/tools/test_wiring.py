@@ -90,7 +90,13 @@ async def test_registry_selects_tools_per_route_by_name_or_server(config: Path) 
         picked = Toolbox(sources=registry.tools_for("picked"))  # type: ignore[arg-type]
         assert sorted(await picked.tools()) == ["add", "get_weather"]
         everything = Toolbox(sources=registry.tools_for("all"))  # type: ignore[arg-type]
-        assert sorted(await everything.tools()) == ["add", "get_weather", "pid"]
+        assert sorted(await everything.tools()) == [
+            "add",
+            "calculator",  # the built-in tools (builtin_tools = true by default)
+            "get_time",
+            "get_weather",
+            "pid",
+        ]
         # a turn's toolbox closing its views leaves the shared server running
         await picked.aclose()
         await everything.aclose()
@@ -147,7 +153,13 @@ def test_api_tools_lists_every_tool_with_source_and_status(
                 json={"model": "picked", "messages": [{"role": "user", "content": "weather?"}]},
             )
     tools = {(t["name"], t["source"], t["status"]) for t in body["data"]}
-    assert tools == {("add", "ours", "ok"), ("pid", "ours", "ok"), ("get_weather", "weather", "ok")}
+    assert tools == {
+        ("add", "ours", "ok"),
+        ("pid", "ours", "ok"),
+        ("get_weather", "weather", "ok"),
+        ("get_time", "builtin", "ok"),
+        ("calculator", "builtin", "ok"),
+    }
     servers = {s["name"]: s for s in body["servers"]}
     assert servers["broken"]["state"] == "error" and "failed to start" in servers["broken"]["error"]
     assert servers["ours"]["state"] == "ok"
