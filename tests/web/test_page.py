@@ -61,6 +61,18 @@ def test_sign_in_keeps_only_an_httponly_cookie_and_a_streamed_answer_renders(
     context.close()
 
 
+def test_the_tools_the_model_may_call_are_listed(page: Page) -> None:
+    """Under the model picker: the configured tools and the built-in ones (GET /api/tools)."""
+    summary = page.locator("#tools-summary")
+    expect(summary).to_contain_text("get_time")
+    expect(summary).to_contain_text("calculator")
+    expect(summary).to_contain_text("add")
+    summary.click()
+    clock = page.locator("#tools-list li", has_text="get_time")
+    expect(clock).to_contain_text("builtin")
+    assert "time" in (clock.get_attribute("title") or "")  # the description, on hover
+
+
 def test_the_composer_waits_for_the_models_and_never_sends_without_one(web: Web) -> None:
     """Typing and pressing Enter as soon as the page shows must not post a turn with no
     model (the server's "You must provide a model."): the composer opens once the

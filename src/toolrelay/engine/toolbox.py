@@ -151,8 +151,9 @@ class Toolbox:
     async def check(self, source: ToolSource) -> SourceStatus:
         """List (start) one of this toolbox's sources and say how it is, logging nothing:
         the caller reports it (`server.tool_probe`)."""
-        await self._list(source, quiet=True)
-        return next(s for s in self.status() if s.name == source.name)
+        found = await self._list(source, quiet=True)
+        fallback = SourceStatus(source.name, "ok", tools=len(found))  # not in status()
+        return next((s for s in self.status() if s.name == source.name), fallback)
 
     def _clash(self, source: ToolSource, names: list[str]) -> None:
         """One line per source for the names not reported yet, by any toolbox (a file
@@ -172,9 +173,12 @@ class Toolbox:
 
     def status(self) -> list[SourceStatus]:
         """Each source's state as of its last listing, by this toolbox or any other
-        sharing it (a turn's): a server that failed since start-up says so."""
+        sharing it (a turn's): a server that failed since start-up says so. Fallback
+        sources (the built-in tools, in-process) are not servers: not listed."""
         out = []
         for source in self.sources:
+            if is_fallback(source):  # in-process tools (the built-in ones): not a server
+                continue
             failing = _FAILING.get(getattr(source, "source", source))
             if failing is not None:
                 out.append(SourceStatus(source.name, "error", failing))

@@ -273,3 +273,18 @@ def test_a_chat_id_never_names_the_pools_own_directories(tmp_path: Path) -> None
     names = {run.pool.workdir(chat).name for chat in (".kernels", ".users", ".", "..", "")}
     assert all(n.startswith("s-") for n in names) and len(names) == 5
     assert run.workdir("chat-1") == tmp_path / "chat-1"
+
+
+async def test_a_relative_root_works(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`JupyterRunner("./code")` as docs/code-interpreter.md writes it: the sandbox binds the
+    chat's directory by an absolute path, so a relative root is resolved when it is given
+    (it failed with "Can't find source path code/default")."""
+    monkeypatch.chdir(tmp_path)
+    relative = JupyterRunner("./code", timeout=HANG)
+    try:
+        assert relative.root == tmp_path / "code"
+        out = await relative.run("open('made.txt', 'w').write('x')", "python")
+        assert out == {"stdout": "", "stderr": "", "result": "1"}
+        assert (tmp_path / "code" / "default" / "made.txt").read_text() == "x"
+    finally:
+        await relative.aclose()

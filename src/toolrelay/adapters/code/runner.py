@@ -62,9 +62,13 @@ class JupyterRunner:
         """`root` holds one directory per chat (default: a new temporary directory);
         `timeout` is a run's default, `max_timeout` the most a run may ask for;
         `hide` are paths the code must not see (the server's data dir, its config file);
-        `level` the sandbox's (`sandbox.py`; `SandboxUnavailable` if this host lacks it)."""
+        `level` the sandbox's (`sandbox.py`; `SandboxUnavailable` if this host lacks it).
+        A relative `root` is taken from the current directory now: the sandbox binds it
+        by an absolute path, and the kernels start elsewhere."""
         self.root = (
-            Path(root) if root is not None else Path(tempfile.mkdtemp(prefix="toolrelay-code-"))
+            Path(root).expanduser().resolve()
+            if root is not None
+            else Path(tempfile.mkdtemp(prefix="toolrelay-code-"))
         )
         self.root.mkdir(parents=True, exist_ok=True)
         self.timeout = timeout

@@ -40,7 +40,7 @@ class SandboxedSubprocess(SubprocessRunner):
         level: Level = "full",
     ) -> None:
         super().__init__(timeout=timeout, python=python, prefix=self._prefix)
-        self.root = Path(root)
+        self.root = Path(root).expanduser().resolve()  # bound by an absolute path (JupyterRunner)
         self.root.mkdir(parents=True, exist_ok=True)
         self.sandbox = Sandbox(limits, root=self.root, hide=hide, python=python, level=level)
         self.max_timeout = timeout

@@ -79,6 +79,7 @@ async function signedIn(session) {
   $("who").textContent = session.user.name;
   setReady(false);
   await Promise.all([loadModels(), chatList.reset(), loadInfo().catch(() => null)]);
+  loadTools().catch(() => null); // starts the tool servers: never holds the composer
   const fromHash = new URLSearchParams(location.hash.slice(1)).get("chat");
   if (fromHash) openChat(fromHash);
   else newChat();
@@ -131,6 +132,27 @@ async function loadModels() {
   const saved = localStorage.getItem("toolrelay.model");
   if (saved && models.data.some((m) => m.id === saved)) select.value = saved;
   if (!models.data.length) banner("No model is configured on this server: add one to toolrelay.toml and restart it.");
+}
+
+// What the model may call (GET /api/tools: the built-in tools, tool files and servers),
+// under the model picker; a route's own `tools` list may offer fewer.
+async function loadTools() {
+  const { data } = await api("GET", "/api/tools");
+  const usable = data.filter((t) => t.status === "ok");
+  const list = $("tools-list");
+  list.replaceChildren(...usable.map((t) => {
+    const item = document.createElement("li");
+    const name = document.createElement("code");
+    name.textContent = t.name;
+    const source = document.createElement("span");
+    source.className = "tool-source";
+    source.textContent = t.source;
+    item.title = t.description;
+    item.append(name, " ", source);
+    return item;
+  }));
+  $("tools-summary").textContent = `Tools: ${usable.map((t) => t.name).join(", ") || "none"}`;
+  $("tools").hidden = false;
 }
 
 $("model").addEventListener("change", () => localStorage.setItem("toolrelay.model", $("model").value));

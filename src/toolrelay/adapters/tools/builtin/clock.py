@@ -49,10 +49,13 @@ def zone_named(name: str) -> tzinfo:
 
 
 def now_in(zone: tzinfo, now: datetime | None = None) -> str:
-    """`2026-12-06T11:30:05+09:00 (Sunday, Asia/Tokyo)`: ISO 8601, the weekday, the zone."""
+    """`Sunday 6 December 2026, 11:30:05 in Asia/Tokyo (2026-12-06T11:30:05+09:00)`: in
+    words first (a small model copies them; it misreads the month of an ISO date), then
+    ISO 8601 for anything that parses it."""
     moment = (now or datetime.now(UTC)).astimezone(zone)
     label = getattr(zone, "key", None) or moment.tzname() or "UTC"
-    return f"{moment.isoformat(timespec='seconds')} ({moment:%A}, {label})"
+    words = f"{moment:%A} {moment.day} {moment:%B %Y, %H:%M:%S}"
+    return f"{words} in {label} ({moment.isoformat(timespec='seconds')})"
 
 
 @tool(inline=True, idempotent=True)
