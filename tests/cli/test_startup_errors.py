@@ -147,3 +147,29 @@ def test_a_postgresql_url_without_the_postgres_extra(tmp_path: Path) -> None:
 def test_version(tmp_path: Path) -> None:
     done = run_cli(tmp_path, "--version")
     assert (done.returncode, done.stdout) == (0, f"toolrelay {toolrelay.__version__}\n")
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_port_in_use_is_one_line_and_exit_2(tmp_path: Path, workers: str) -> None:
+    """As docs/configuration.md says, with one worker too (uvicorn alone exits 3)."""
+    import socket
+
+    config = write(tmp_path, ROUTE + "\n")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        done = run_cli(
+            tmp_path,
+            "serve",
+            "--config",
+            str(config),
+            "--port",
+            port,
+            "--workers",
+            workers,
+            env={"TOOLRELAY_DATA_DIR": str(tmp_path / "data")},
+        )
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode == 2, done.stderr
+    assert lines[-1] == f"error: cannot listen on 127.0.0.1:{port}: Address already in use"

@@ -115,6 +115,7 @@ def serve(
         _serve_workers(settings, count)
         return
     try:
+        _check_port(settings.host, settings.port)
         uvicorn.run(
             create_app(settings, registry=registry, tune_gc=True),
             host=settings.host,
@@ -125,6 +126,23 @@ def serve(
     finally:
         if local is not None:
             local.close()
+
+
+def _check_port(host: str, port: int) -> None:
+    """The port is free, or one `error:` line and exit 2 as with `--workers N` (uvicorn
+    would log a traceback-less ERROR and exit 3). Bound as uvicorn binds (SO_REUSEADDR),
+    then released for it; a process taking the port in between still fails there."""
+    import socket
+
+    if port == 0:
+        return
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            raise fail(f"cannot listen on {host}:{port}: {exc.strerror}") from None
 
 
 def _check_database(settings: Settings) -> None:
