@@ -47,7 +47,7 @@ def test_versions_switch_and_a_regenerate_and_an_edit_from_the_page(page: Page, 
     page.goto(f"/#chat={chat_id}")
     page.reload()  # the same document: a new hash alone is not a new load
     answer = page.locator("article.assistant .answer")
-    bar = page.locator("article.assistant .branch-bar")
+    bar = page.locator(".assistant-bar")
     expect(answer).to_have_text("Second.")
     expect(bar.locator(".branch-count")).to_have_text("2/2")
     expect(bar.locator(".branch-next")).to_be_disabled()
@@ -58,14 +58,14 @@ def test_versions_switch_and_a_regenerate_and_an_edit_from_the_page(page: Page, 
     expect(answer).to_have_text("Third.")
     expect(bar.locator(".branch-count")).to_have_text("3/3")
     assert web.upstream.requests[-1].json["messages"] == [{"role": "user", "content": "hi"}]
-    page.locator("article.user .edit").click()
-    page.fill("article.user .branch-edit textarea", "hello instead")
-    page.locator("article.user .edit-send").click()
+    page.locator(".user-bar .edit").click()
+    page.fill(".branch-edit textarea", "hello instead")
+    page.locator(".branch-edit .edit-send").click()
     expect(answer).to_have_text("Edited answer.")
-    expect(page.locator("article.user .user-text")).to_have_text("hello instead")
-    expect(page.locator("article.user .branch-count")).to_have_text("2/2")
+    expect(page.locator("article.user")).to_have_text("hello instead")
+    expect(page.locator(".user-bar .branch-count")).to_have_text("2/2")
     expect(bar.locator(".branch-count")).to_have_count(0)  # the new question's one answer
-    page.locator("article.user .branch-prev").click()  # the first question, its answers
-    expect(page.locator("article.user .user-text")).to_have_text("hi")
+    page.locator(".user-bar .branch-prev").click()  # the first question, its answers
+    expect(page.locator("article.user")).to_have_text("hi")
     expect(answer).to_have_text("Third.")
     expect(bar.locator(".branch-count")).to_have_text("3/3")

@@ -394,18 +394,21 @@ function showSnapshot(data) {
 
 // A saved message's node (a user message, or a finished turn); a `latest` turn becomes
 // the one follow-ups attach to (earlier pages never do).
+// Its versions bar (`branches.js`) follows it, beside it rather than inside: the
+// message's own text stays what it is.
 function savedMessage(m, latest, isLast = false) {
-  if (m.role === "user") {
-    const node = userMessage(m.content);
-    node.append(branchBar(m, isLast, branchActions));
-    return node;
-  }
+  if (m.role === "user") return withBar(userMessage(m.content), m, isLast);
   if (m.role !== "assistant") return null;
   const view = new TurnView(turnContext);
   view.load(m);
   if (latest) state.lastTurn = view;
-  if (m.status !== "in_progress") view.node.append(branchBar(m, isLast, branchActions));
-  return view.node;
+  return m.status === "in_progress" ? view.node : withBar(view.node, m, isLast);
+}
+
+function withBar(node, m, isLast) {
+  const both = document.createDocumentFragment();
+  both.append(node, branchBar(m, isLast, branchActions));
+  return both;
 }
 
 // Switching versions and starting a turn from a branch: the chat is read again (a fresh

@@ -16,7 +16,7 @@ function button(cls, text, label, onClick) {
 // The bar under a saved message `m` (from a snapshot or a page of the chat).
 export function branchBar(m, isLast, actions) {
   const bar = document.createElement("div");
-  bar.className = "branch-bar";
+  bar.className = `branch-bar ${m.role}-bar`;
   const siblings = Array.isArray(m.siblings) ? m.siblings : [];
   const at = siblings.indexOf(m.id);
   if (siblings.length > 1 && at >= 0) {
