@@ -86,9 +86,11 @@ async def continue_answer(
 async def switch_branch(
     chat_id: str, body: BranchSwitch, svc: ServicesDep, user: UserDep
 ) -> dict[str, Any]:
-    """While a turn runs the branch stays: its answer would end up out of sight."""
+    """While an answer is being written (or waits, paused) the branch stays: it would end
+    up out of sight. A turn already saved and only finishing (its title, tags …) is no
+    obstacle."""
     await _owned(svc, chat_id, user.id)
-    if await svc.turns.running(chat_id):
+    if await svc.store.in_progress_turns(chat_id=chat_id):
         raise APIError(
             409, "A turn is running in this chat; wait or cancel it.", code="turn_running"
         )
