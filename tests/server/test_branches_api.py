@@ -9,7 +9,7 @@ from typing import Any
 import httpx2
 
 from tests.server.conftest import Running
-from tests.server.test_chats_api import new_chat, wait_saved
+from tests.server.test_chats_api import new_chat, read_events, wait_saved
 from toolrelay.testing.fake_server import SSEReply
 from toolrelay.testing.wire import chat_chunks
 
@@ -132,3 +132,28 @@ def test_what_cannot_be_branched_is_refused(running: Running) -> None:
         other = new_chat(client, model="fake")
         assert client.post(f"/api/chats/{other}/branch", json={"message_id": a1}).status_code == 404
         assert len(running.upstream.requests) == 2  # no refused request reached the model
+
+
+def test_a_cancelled_answer_continues_where_it_was_cut(running: Running) -> None:
+    running.upstream.route(
+        CHAT,
+        SSEReply(chat_chunks(text=["The answer ", "is ", "never ", "sent"]), stall_after=3),
+        SSEReply(chat_chunks(text=["is 42", "."])),
+    )
+    with running.client() as client:
+        chat_id = new_chat(client, model="fake")
+        _ask(client, chat_id, "What is it?")
+        seen = read_events(client, chat_id, limit=3)
+        assert any(e["type"] == "response.output_text.delta" for _, e in seen)
+        assert client.post(f"/api/chats/{chat_id}/cancel").json() == {"cancelled": True}
+        cut = wait_saved(client, chat_id, status="cancelled")
+        assert cut["content"].startswith("The answer")
+        went_on = client.post(f"/api/chats/{chat_id}/continue", json={})
+        assert went_on.status_code == 202, went_on.text
+        saved = wait_saved(client, chat_id)
+        assert _sent(running)[-1] == ("assistant", cut["content"])
+        assert saved["id"] == cut["id"] and saved["content"] == cut["content"] + "is 42."
+        assert [(i["id"], i["status"]) for i in saved["output"]] == [
+            (cut["output"][0]["id"], "completed")
+        ]
+        assert len(_shown(client, chat_id)) == 2
