@@ -20,7 +20,7 @@ from sqlalchemy import table as sa_table
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import StatementError
 
-from toolrelay.adapters.stores import Store, TurnFields, sql
+from toolrelay.adapters.stores import Store, TurnFields, sql_messages
 from toolrelay.adapters.stores.models import Base, UTCDateTime, modelled
 from toolrelay.adapters.stores.sql import (
     MIGRATIONS_DIR,
@@ -217,7 +217,7 @@ async def test_failure_inside_the_transaction_rolls_everything_back(
             follow_ups=[],
         )
 
-    monkeypatch.setattr(sql, "turn_fields", unchecked)
+    monkeypatch.setattr(sql_messages, "turn_fields", unchecked)
     with pytest.raises(StatementError) as caught:
         await store.save_turn(chat.id, "msg_turn", {})
     assert isinstance(caught.value.orig, TypeError)

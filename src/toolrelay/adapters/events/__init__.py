@@ -162,7 +162,8 @@ def make_bus(
 
     An `IpcBus` numbers channels as its host's `MemoryBus` does (by default from
     the clock): `seq_base` belongs to the host, not to each worker, and so does
-    `max_bytes` (what a memory bus keeps of all channels' events).
+    `max_bytes` (what a memory bus keeps of all channels' events; a Redis bus counts
+    it in Redis, for every worker sharing the prefix).
     """
     if url is None or url == "memory":
         from toolrelay.adapters.events.memory import MemoryBus
@@ -175,7 +176,7 @@ def make_bus(
     if url.startswith(("redis://", "rediss://", "unix://")):
         from toolrelay.adapters.events.redis import RedisBus
 
-        return RedisBus.from_url(url, seq_base=seq_base)
+        return RedisBus.from_url(url, seq_base=seq_base, max_bytes=max_bytes)
     raise ConfigError(
         f"events url: expected 'memory', an ipc:///abs/path.sock url or a redis:// url, got {url!r}"
     )

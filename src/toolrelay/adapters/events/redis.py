@@ -44,17 +44,129 @@ __all__ = ["RedisBus"]
 _EVENT_FIELD: Final = b"e"
 _DELTA_FIELD: Final = b"d"
 """A delta's field: `end` deletes the finished turn's deltas (its items hold the text)."""
+CHANNEL_COST: Final = 2048
+"""What a channel costs in the byte budget besides its events (its keys; as the memory
+bus counts it), so many small channels are bounded too (the scripts hold it as 2048)."""
 _IDLE_KEPT: Final = 4
 """Idle connections kept open when the last reader leaves."""
 
-_PUBLISH: Final = """
+# Shared by the scripts that add to or delete from logs: the byte budget (module doc).
+# KEYS[4..7]: bytes, sizes, lru, tick; ARGV[5]: the channel, ARGV[6]: max bytes,
+# ARGV[7]: the prefix, ARGV[3]: the ttl in ms, ARGV[8]: '1' with a seq base, ARGV[9]:
+# where a publish starts a channel that has no counter (0: from 0).
+_BUDGET: Final = """
+local function size_of(fields)
+  if fields[1] == 'end' then return 0 end
+  return string.len(fields[2]) + 64
+end
+local function account(channel, delta)
+  if delta == 0 then return tonumber(redis.call('GET', KEYS[4]) or '0') end
+  delta = string.format('%d', delta)  -- never "-0"
+  redis.call('HINCRBY', KEYS[5], channel, delta)
+  return redis.call('INCRBY', KEYS[4], delta)
+end
+-- all of a channel's keys go (with a seq base: a new life numbers above this one)
+local function remove(name)
+  for _, kind in ipairs({'seq:', 'log:', 'turn:', 'start:', 'dropped:'}) do
+    redis.call('DEL', ARGV[7] .. kind .. name)
+  end
+end
+local function seq_of(id)
+  return tonumber(string.match(id, '^(%d+)-'))
+end
+-- delete the given entries of a log; returns the new total
+local function drop(log, channel, entries, hole)
+  local freed, newest = 0, nil
+  for _, entry in ipairs(entries) do
+    freed = freed + size_of(entry[2])
+    newest = entry[1]
+    redis.call('XDEL', log, entry[1])
+  end
+  if hole and newest then
+    local key = ARGV[7] .. 'dropped:' .. channel
+    local was = tonumber(redis.call('GET', key) or '0')
+    if seq_of(newest) > was then redis.call('SET', key, seq_of(newest), 'PX', ARGV[3]) end
+  end
+  return account(channel, -freed)
+end
+-- take a channel off the count, its events and its `CHANNEL_COST`; returns the new total
+local function forget(name)
+  local total = account(name, -tonumber(redis.call('HGET', KEYS[5], name) or '0'))
+  redis.call('HDEL', KEYS[5], name)
+  redis.call('ZREM', KEYS[6], name)
+  return total
+end
+-- forget channels whose log expired (their ttl after the end), oldest first, a few a call
+local function sweep()
+  for _, name in ipairs(redis.call('ZRANGE', KEYS[6], 0, 3)) do
+    if redis.call('EXISTS', ARGV[7] .. 'log:' .. name) == 1 then return end
+    forget(name)
+  end
+end
+-- the channel written now, first in the least recently written order; new: its cost counted
+local function touch()
+  if redis.call('ZADD', KEYS[6], redis.call('INCR', KEYS[7]), ARGV[5]) == 1 then
+    return account(ARGV[5], 2048)  -- CHANNEL_COST
+  end
+  return tonumber(redis.call('GET', KEYS[4]) or '0')
+end
+-- over the budget: other channels whose turn is not running give up their events, least
+-- recently written first; then the writing channel its oldest (its newest stays)
+local function make_room(total, log)
+  local max = tonumber(ARGV[6])
+  local start = 0
+  while total > max do
+    local names = redis.call('ZRANGE', KEYS[6], start, start + 31)
+    if #names == 0 then break end
+    for _, name in ipairs(names) do
+      if total <= max then break end
+      if name ~= ARGV[5] and redis.call('GET', ARGV[7] .. 'turn:' .. name) ~= 'running' then
+        local other = ARGV[7] .. 'log:' .. name
+        local last = redis.call('XREVRANGE', other, '+', '-', 'COUNT', 1)
+        if ARGV[8] == '1' then
+          remove(name)
+        else  -- a reader still before its newest event has lost events: it ends
+          redis.call('DEL', other)
+          if #last > 0 then
+            redis.call('SET', ARGV[7] .. 'dropped:' .. name, seq_of(last[1][1]), 'PX', ARGV[3])
+          end
+        end
+        total = forget(name)
+        start = start - 1
+      end
+    end
+    start = start + #names
+  end
+  while total > max and redis.call('XLEN', log) > 1 do
+    local count = math.min(32, redis.call('XLEN', log) - 1)
+    total = drop(log, ARGV[5], redis.call('XRANGE', log, '-', '+', 'COUNT', count), true)
+  end
+  return total
+end
+"""
+
+_PUBLISH: Final = (
+    _BUDGET
+    + """
+if ARGV[9] ~= '0' and redis.call('EXISTS', KEYS[1]) == 0 then  -- as `begin` seeds it
+  redis.call('SET', KEYS[1], ARGV[9])
+end
 local seq = redis.call('INCR', KEYS[1])
-redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[2], string.format('%d-0', seq), ARGV[4], ARGV[1])
+redis.call('XADD', KEYS[2], string.format('%d-0', seq), ARGV[4], ARGV[1])
+touch()
+local total = account(ARGV[5], string.len(ARGV[1]) + 64)
+local over = redis.call('XLEN', KEYS[2]) - tonumber(ARGV[2])
+if over > 0 then  -- the oldest go (a gap at the start only)
+  total = drop(KEYS[2], ARGV[5], redis.call('XRANGE', KEYS[2], '-', '+', 'COUNT', over), false)
+end
+sweep()
+if total > tonumber(ARGV[6]) then make_room(total, KEYS[2]) end
 if redis.call('GET', KEYS[3]) == 'ended' then
   for i = 1, 3 do redis.call('PEXPIRE', KEYS[i], ARGV[3]) end
 end
 return seq
 """
+)
 
 # ARGV[1]: the seq base for a missing counter; ARGV[2]: lease ms, or 0 for no lease.
 _BEGIN: Final = """
@@ -77,7 +189,10 @@ return 1
 """
 
 # The marker goes right after the last event: "<seq>-<n>", n one past any earlier marker.
-_END: Final = """
+# KEYS[8]: the turn's start; the finished turn's deltas are deleted (not a hole).
+_END: Final = (
+    _BUDGET
+    + """
 local seq = tonumber(redis.call('GET', KEYS[1]) or '0')
 local n = 1
 local last = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', 1)
@@ -85,15 +200,34 @@ if #last > 0 then
   local ms, sub = string.match(last[1][1], '^(%d+)-(%d+)$')
   if tonumber(ms) == seq then n = tonumber(sub) + 1 end
 end
-redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[1], string.format('%d-%d', seq, n), 'end', '1')
-local from = tonumber(redis.call('GET', KEYS[4]) or '0')
+redis.call('XADD', KEYS[2], string.format('%d-%d', seq, n), 'end', '1')
+touch()
+local from = tonumber(redis.call('GET', KEYS[8]) or '0')
+local deltas = {}
 for _, entry in ipairs(redis.call('XRANGE', KEYS[2], string.format('%d-0', from + 1), '+')) do
-  if entry[2][1] == 'd' then redis.call('XDEL', KEYS[2], entry[1]) end
+  if entry[2][1] == 'd' then deltas[#deltas + 1] = entry end
+end
+if #deltas > 0 then
+  drop(KEYS[2], ARGV[5], deltas, false)
+  -- a stream frees what XDEL deleted only with its whole node: written anew, it does
+  local kept = redis.call('XRANGE', KEYS[2], '-', '+')
+  redis.call('DEL', KEYS[2])
+  for _, entry in ipairs(kept) do redis.call('XADD', KEYS[2], entry[1], unpack(entry[2])) end
 end
 redis.call('SET', KEYS[3], 'ended')
-for i = 1, 3 do redis.call('PEXPIRE', KEYS[i], ARGV[2]) end
+for i = 1, 3 do redis.call('PEXPIRE', KEYS[i], ARGV[3]) end
 return seq
 """
+)
+
+_FORGET: Final = (
+    _BUDGET
+    + """
+forget(ARGV[5])
+remove(ARGV[5])
+return 0
+"""
+)
 
 
 class RedisBus:
@@ -109,11 +243,15 @@ class RedisBus:
         poll_interval: float = 0.5,
         batch: int = 500,
         seq_base: SeqBase | None = None,
+        max_bytes: int = 64 * 1024 * 1024,
     ) -> None:
+        """`max_bytes`: what all channels' events under `prefix` may hold together, as
+        counted in Redis (module doc)."""
         self._client = client
         self._seq_base = seq_base
         self._prefix = prefix
         self._max_events = str(max_events)
+        self._max_bytes = str(max(1, int(max_bytes)))
         self._ttl_ms = str(max(1, int(ttl * 1000)))
         self._block_ms = max(1, int(poll_interval * 1000))
         self._poll_interval = poll_interval
@@ -122,6 +260,7 @@ class RedisBus:
         self._begin = client.register_script(_BEGIN)
         self._renew = client.register_script(_RENEW)
         self._end = client.register_script(_END)
+        self._forget = client.register_script(_FORGET)
         self._active = 0
         self._idle = asyncio.Event()
         self._idle.set()
@@ -138,6 +277,7 @@ class RedisBus:
         ttl: float = 3600,
         poll_interval: float = 0.5,
         seq_base: SeqBase | None = None,
+        max_bytes: int = 64 * 1024 * 1024,
     ) -> RedisBus:
         """A bus whose connections open on first use (for sync setup code)."""
         client = aioredis.Redis.from_url(url)
@@ -148,6 +288,7 @@ class RedisBus:
             ttl=ttl,
             poll_interval=poll_interval,
             seq_base=seq_base,
+            max_bytes=max_bytes,
         )
 
     @classmethod
@@ -160,6 +301,7 @@ class RedisBus:
         ttl: float = 3600,
         poll_interval: float = 0.5,
         seq_base: SeqBase | None = None,
+        max_bytes: int = 64 * 1024 * 1024,
     ) -> RedisBus:
         """A bus whose server answered a PING, so a wrong url fails at startup."""
         bus = cls.from_url(
@@ -169,6 +311,7 @@ class RedisBus:
             ttl=ttl,
             poll_interval=poll_interval,
             seq_base=seq_base,
+            max_bytes=max_bytes,
         )
         try:
             await bus._client.ping()
@@ -183,7 +326,7 @@ class RedisBus:
         payload = orjson.dumps(event_body(event, time.time()))
         field = _DELTA_FIELD if event.type in DELTA_EVENTS else _EVENT_FIELD
         seq = await self._publish(
-            keys=self._keys(channel), args=[payload, self._max_events, self._ttl_ms, field]
+            keys=self._all_keys(channel), args=self._args(channel, payload, field)
         )
         return int(seq)
 
@@ -215,11 +358,16 @@ class RedisBus:
         return f"{self._prefix}start:{channel}"
 
     async def end(self, channel: str) -> None:
-        keys = [*self._keys(channel), self._start_key(channel)]
-        await self._end(keys=keys, args=[self._max_events, self._ttl_ms])
+        await self._end(keys=self._all_keys(channel), args=self._args(channel))
 
     async def forget(self, channel: str) -> None:
-        await self._client.delete(*self._keys(channel), self._start_key(channel))
+        await self._forget(keys=self._all_keys(channel), args=self._args(channel))
+
+    async def retained_bytes(self) -> int:
+        """What all channels' events under this prefix cost to keep, as counted in Redis
+        (each event its JSON and 64 bytes; for tests and metrics)."""
+        value = await self._client.get(f"{self._prefix}bytes")
+        return int(value) if value is not None else 0
 
     async def last_seq(self, channel: str) -> int:
         value = await self._client.get(self._keys(channel)[0])
@@ -233,13 +381,18 @@ class RedisBus:
     ) -> AsyncGenerator[Envelope, None]:
         """XREAD from "<after>-0" on; checks for the end only once caught up."""
         seq_key, log_key, turn_key = self._keys(channel)
+        dropped_key = f"{self._prefix}dropped:{channel}"
         cursor = after
         last_id: bytes | str = f"{after}-0"
         caught_up = True
         self._enter()
         try:
             while not self._closed:
-                if caught_up and until_end and await self._ended(seq_key, turn_key, cursor):
+                # one MGET, so the counter, the turn state and the hole are read at once
+                seq, state, dropped = await self._client.mget(seq_key, turn_key, dropped_key)
+                if cursor < int(dropped or 0):  # events after the cursor were dropped
+                    return
+                if caught_up and until_end and state == b"ended" and cursor >= int(seq or 0):
                     return
                 reply = await self._client.xread(
                     {log_key: last_id}, count=self._batch, block=self._block_ms
@@ -254,11 +407,6 @@ class RedisBus:
                         cursor = envelope.seq
         finally:
             self._leave()
-
-    async def _ended(self, seq_key: str, turn_key: str, cursor: int) -> bool:
-        """One MGET, so the counter and the turn state are read at the same instant."""
-        seq, state = await self._client.mget(seq_key, turn_key)
-        return state == b"ended" and cursor >= int(seq or 0)
 
     # -- control -----------------------------------------------------------
 
@@ -313,6 +461,19 @@ class RedisBus:
     def _keys(self, channel: str) -> list[str]:
         p = self._prefix
         return [f"{p}seq:{channel}", f"{p}log:{channel}", f"{p}turn:{channel}"]
+
+    def _all_keys(self, channel: str) -> list[str]:
+        """What the log scripts touch: the channel's keys, the budget's, the turn's start."""
+        p = self._prefix
+        budget = [f"{p}bytes", f"{p}sizes", f"{p}lru", f"{p}tick"]
+        return [*self._keys(channel), *budget, self._start_key(channel)]
+
+    def _args(self, channel: str, payload: bytes = b"", field: bytes = b"") -> list[Any]:
+        limits = [self._max_events, self._ttl_ms]
+        base = self._seq_base() if self._seq_base is not None and payload else None
+        renumbered = "1" if self._seq_base is not None else "0"
+        budget = [self._max_bytes, self._prefix, renumbered, base or 0]
+        return [payload, *limits, field, channel, *budget]
 
     def _control_key(self, channel: str) -> str:
         return f"{self._prefix}control:{channel}"

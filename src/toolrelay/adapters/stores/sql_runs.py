@@ -1,48 +1,30 @@
 """The SQL store's `turn_runs`: turns not ended yet and their last checkpoint.
 
-A mixin of `SQLStore` (kept apart to keep `sql.py` small): each call is one short
+A mixin of `SQLStore` (`sql.py`): each call is one short
 transaction, run whole even when its caller is cancelled (`stores.whole`); a
 checkpoint is one UPDATE of one row, never per token.
 """
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Mapping
-from datetime import datetime
+from collections.abc import Mapping
 from typing import Any
 
 from sqlalchemy import delete, select, update
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from toolrelay.adapters.stores.base import NotFoundError, TurnRun
 from toolrelay.adapters.stores.models import ChatRow, TurnRunRow
 from toolrelay.adapters.stores.records import plain_json
-from toolrelay.adapters.stores.whole import uninterruptible
+from toolrelay.adapters.stores.sql_rows import SQLParts, record
 
 
 def _run(row: TurnRunRow) -> TurnRun:
-    return TurnRun(
-        message_id=row.message_id,
-        chat_id=row.chat_id,
-        owner=row.owner,
-        status=row.status,
-        resumes=row.resumes,
-        request=dict(row.request or {}),
-        state=dict(row.state) if row.state is not None else None,
-        updated_at=row.updated_at,
-    )
+    state = dict(row.state) if row.state is not None else None
+    return record(TurnRun, row, request=dict(row.request or {}), state=state)
 
 
-@uninterruptible
-class RunRows:
+class RunRows(SQLParts):
     """`Store`'s run methods over `turn_runs`; `SQLStore` provides the session makers."""
-
-    _sessions: async_sessionmaker[AsyncSession]
-    _now: Callable[[], datetime]
-
-    def _write(self) -> contextlib.AbstractAsyncContextManager[AsyncSession]:
-        raise NotImplementedError
 
     async def start_run(
         self, chat_id: str, message_id: str, *, owner: str, request: Mapping[str, Any]

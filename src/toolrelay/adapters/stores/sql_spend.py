@@ -1,34 +1,25 @@
 """The SQL store's `spend`: tokens and cost per user and per API key per UTC day.
 
-A mixin of `SQLStore` (kept apart to keep `sql.py` small). One row per
+A mixin of `SQLStore` (`sql.py`). One row per
 (scope, subject, day), added to with one upsert per ended turn, so reading a
 day's spend is one primary-key lookup however many turns it had.
 """
 
 from __future__ import annotations
 
-import contextlib
 from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from toolrelay.adapters.stores.base import Spend
 from toolrelay.adapters.stores.models import SpendRow
-from toolrelay.adapters.stores.whole import uninterruptible
+from toolrelay.adapters.stores.sql_rows import SQLParts
 
 
-@uninterruptible
-class SpendRows:
+class SpendRows(SQLParts):
     """`Store`'s spend methods over `spend`; `SQLStore` provides the sessions."""
-
-    _sessions: async_sessionmaker[AsyncSession]
-    _immediate: bool
-
-    def _write(self) -> contextlib.AbstractAsyncContextManager[AsyncSession]:
-        raise NotImplementedError
 
     async def add_spend(self, subjects: list[tuple[str, str]], day: str, spend: Spend) -> None:
         insert: Any = sqlite_insert if self._immediate else pg_insert

@@ -1,6 +1,6 @@
 """The SQL store's message tree (`stores.tree`): branching, switching, placing a message.
 
-A mixin of `SQLStore` (kept apart to keep `sql.py` small). A chat that never
+A mixin of `SQLStore` (`sql.py`). A chat that never
 branched (`chats.current_id` NULL) is a line: a new message's parent is its last
 message, found through the (chat_id, seq) index, and its reads are unchanged.
 Branching sets `current_id`; from then on a new message goes at its end and
@@ -9,21 +9,18 @@ moves it.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Mapping
-from datetime import datetime
+from collections.abc import Mapping
 from typing import Any
 
 from sqlalchemy import insert, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 from toolrelay.adapters.stores.base import NotFoundError
-from toolrelay.adapters.stores.history_cache import HistoryCache
 from toolrelay.adapters.stores.models import ChatRow, MessageRow, SearchDocRow
 from toolrelay.adapters.stores.records import message_content
 from toolrelay.adapters.stores.sql_index import doc_row
+from toolrelay.adapters.stores.sql_rows import SQLParts
 from toolrelay.adapters.stores.tree import newest_leaf
-from toolrelay.adapters.stores.whole import uninterruptible
 from toolrelay.core.ids import new_id
 
 __all__ = ["TreeRows", "current_of", "parents_of", "place"]
@@ -53,15 +50,8 @@ async def parents_of(session: AsyncSession, chat_id: str) -> dict[str, str | Non
     return {mid: parent for mid, parent in rows}
 
 
-@uninterruptible
-class TreeRows:
+class TreeRows(SQLParts):
     """`Store.add_branch` and `switch_branch`; `SQLStore` provides the rest."""
-
-    _now: Callable[[], datetime]
-    _histories: HistoryCache
-
-    def _write(self) -> contextlib.AbstractAsyncContextManager[AsyncSession]:
-        raise NotImplementedError
 
     async def add_branch(
         self,
