@@ -8,9 +8,11 @@ from typing import Any
 
 import httpx2
 import orjson
+import pytest
 
 from tests.patience import HANG
 from tests.server.conftest import Running
+from toolrelay.adapters.stores import sql_search
 from toolrelay.core.stream.framing import SSEDecoder
 from toolrelay.testing.fake_server import SSEReply
 from toolrelay.testing.wire import ToolCallSpec, chat_chunks
@@ -282,3 +284,24 @@ def test_chat_api_errors(running: Running) -> None:
 def test_info_lists_models(running: Running) -> None:
     info = httpx2.get(running.base_url + "/api/info")
     assert info.status_code == 200 and "fake-responses" in info.json()["models"]
+
+
+def test_a_search_matching_too_many_to_count_says_so(
+    running: Running, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A search whose page filled while walking the list counts no further: `total` is a
+    lower bound and `total_capped` says so; the cursor still reaches every match."""
+    monkeypatch.setattr(sql_search, "WALK", 2)  # as a word in every one of many chats does
+    with running.client() as client:
+        ids = [new_chat(client, title=f"alpha {i}") for i in range(5)]
+        page = client.get("/api/chats", params={"q": "alp", "limit": 1}).json()
+        assert [c["id"] for c in page["data"]] == [ids[4]]
+        assert (page["total"], page["total_capped"]) == (2, True)
+        seen = [c["id"] for c in page["data"]]
+        while page["next_cursor"]:
+            params = {"q": "alp", "limit": 1, "cursor": page["next_cursor"]}
+            page = client.get("/api/chats", params=params).json()
+            seen += [c["id"] for c in page["data"]]
+        assert seen == ids[::-1]
+        exact = client.get("/api/chats", params={"q": "alpha 3"}).json()
+        assert (exact["total"], exact["total_capped"]) == (1, False)

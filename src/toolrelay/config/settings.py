@@ -337,8 +337,10 @@ class Settings(BaseSettings):
     Unix socket, which the parent of `serve --workers N` runs for the workers of one
     machine (no service needed); "redis://…" shares them through Redis, across machines."""
     events_retain_mb: float = Field(default=64.0, gt=0)
-    """The most the in-process or machine bus (memory, ipc) keeps of all chats' events, in
-    MB; a finished turn's deltas are dropped after its final save anyway (docs/events.md)."""
+    """The most the event bus keeps of all chats' events, in MB: the in-process or machine
+    bus (memory, ipc) in its process, Redis counted in Redis for every worker sharing its
+    prefix; a finished turn's deltas are dropped after its final save anyway
+    (docs/events.md)."""
     admin_key: str | None = Field(default=None, repr=False)
     session_secret: str | None = Field(default=None, repr=False)
     """Signs the web page's session cookies; unset: a random one kept in `data_dir`."""

@@ -78,6 +78,9 @@ class ChatDetail(ChatOut):
 class ChatList(_Doc):
     data: list[ChatOut]
     total: int
+    total_capped: bool
+    """True: a search matched too many chats to count; `total` is then at least the
+    chats up to this page, and one more when `next_cursor` is set."""
     limit: int
     offset: int
     next_cursor: str | None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from toolrelay.adapters.stores import Chat, Store, sql_index
+from toolrelay.adapters.stores import Chat, Store, sql_search
 from toolrelay.adapters.stores.listing import ChatCursor, search_terms, search_text
 from toolrelay.adapters.stores.sql import SQLStore
 
@@ -88,7 +88,7 @@ def test_a_cursor_that_was_not_handed_out_is_refused() -> None:
             ChatCursor.decode(bad)
 
 
-async def test_both_sqlite_search_plans_find_the_same_chats(
+async def test_every_search_plan_finds_the_same_chats(
     sql_store: SQLStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """SQLite starts from the matches when they are few, else from the list: same answers."""
@@ -108,7 +108,9 @@ async def test_both_sqlite_search_plans_find_the_same_chats(
             found.append(([c.id for c in page + rest], total))
         return found
 
-    few = await answers()
-    monkeypatch.setattr(sql_index, "FEW_MATCHES", 1)  # every search now counts as common
+    few = await answers()  # the walk of the list finds them all
+    monkeypatch.setattr(sql_search, "WALK", 1)  # one chat walked, the rest through the index
+    assert await answers() == few
+    monkeypatch.setattr(sql_search, "FEW", 0)  # the index's matches joined in SQL
     assert await answers() == few
     assert [total for _, total in few] == [12, 4, 3, 0]

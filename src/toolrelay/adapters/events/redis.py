@@ -4,13 +4,23 @@ Owns the Redis layout, all under a configurable prefix (default "toolrelay:"):
 
 - `<prefix>log:<channel>` — a Stream; event entries have ids "<seq>-0" and a
   field `e` (a delta: `d`) holding orjson `{"type", "data"}`; `end` deletes
-  the finished turn's `d` entries (its `output_item.done` events hold the text); the end-of-turn marker is an
-  entry "<seq>-<n>" (n ≥ 1, after the turn's last event) with a field `end`.
-  `MAXLEN ~ max_events` caps it.
+  the finished turn's `d` entries (its `output_item.done` events hold the text)
+  and writes the stream anew (Redis frees deleted entries only with their whole
+  node); the end-of-turn marker is an entry "<seq>-<n>" (n ≥ 1, after the turn's
+  last event) with a field `end`. A publish past `max_events` deletes the oldest.
 - `<prefix>seq:<channel>` — the INCR counter the seqs come from.
 - `<prefix>turn:<channel>` — "running" (a lease: it carries a ttl, renewed by
   the owner's heartbeat, unless started with `begin`) or "ended".
 - `PUBLISH`/`SUBSCRIBE` on `<prefix>control:<channel>` for control messages.
+- The byte budget of all channels under the prefix (`max_bytes`, the server's
+  `events_retain_mb`), shared by every worker: `<prefix>bytes` the total,
+  `<prefix>sizes` each channel's part, `<prefix>lru` the channels by last write
+  (`<prefix>tick` numbers the writes). Each event counts its payload and 64
+  bytes, each channel `CHANNEL_COST`. Past the budget, the least recently written
+  channels whose turn is not running give up their events (`<prefix>dropped:<channel>`
+  keeps the newest seq lost: a reader before it ends; with a `seq_base`, the whole
+  channel goes and a new life numbers above it), then the writing channel its
+  oldest. A log that expired is taken off the count by the next publish.
 
 INCR and XADD run in one Lua script, so concurrent publishers (in any worker)
 never add seqs out of order; `acquire` checks and takes the lease in one

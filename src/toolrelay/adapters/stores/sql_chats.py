@@ -10,22 +10,15 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
-from typing import Any
 
 from sqlalchemy import delete, func, select, update
 
 from toolrelay.adapters.stores.base import Chat
 from toolrelay.adapters.stores.listing import ChatCursor, search_terms
 from toolrelay.adapters.stores.models import ChatRow
-from toolrelay.adapters.stores.sql_index import (
-    RECENT,
-    after_cursor,
-    chat_filter,
-    few_matches,
-    from_matches,
-    index_title,
-)
+from toolrelay.adapters.stores.sql_index import RECENT, after_cursor, chat_filter, index_title
 from toolrelay.adapters.stores.sql_rows import SQLParts, chat_row, record, require_user
+from toolrelay.adapters.stores.sql_search import search_page
 from toolrelay.core.ids import new_id
 
 __all__ = ["COMPACT_AFTER", "ChatRows"]
@@ -94,15 +87,26 @@ class ChatRows(SQLParts):
         """One page of the user's chats, most recently updated first, and their total
         (`query`: words of the title or a message, `listing`; `id_prefix`: ids starting
         with it; `after`: the page after the one that cursor ended; `count=False`: the
-        total is -1, not counted)."""
+        total is -1, not counted; a search's total is -1 too when its matches are too
+        many to count cheaply, `sql_search`)."""
         terms = search_terms(query) if query else None
         async with self._sessions() as session:
-            source: Any = ChatRow
-            if terms and self._immediate and await few_matches(session, terms):
-                source, terms = from_matches(terms), None  # the join does the matching
-            owned = chat_filter(user_id, terms, id_prefix, exclude_prefix, self._immediate)
-            page = select(ChatRow).select_from(source).where(owned).order_by(*RECENT)
-            page = page.limit(max(limit, 0))
+            if terms is not None:
+                rows, total = await search_page(
+                    session,
+                    user_id,
+                    terms,
+                    sqlite=self._immediate,
+                    limit=limit,
+                    offset=offset,
+                    id_prefix=id_prefix,
+                    exclude_prefix=exclude_prefix,
+                    after=after,
+                    count=count,
+                )
+                return [_chat(row) for row in rows], total
+            owned = chat_filter(user_id, None, id_prefix, exclude_prefix, self._immediate)
+            page = select(ChatRow).where(owned).order_by(*RECENT).limit(max(limit, 0))
             if after is not None:
                 page = page.where(after_cursor(after))
             if offset > 0:
@@ -110,7 +114,7 @@ class ChatRows(SQLParts):
             rows = list(await session.scalars(page))
             total = -1
             if count:
-                counted = select(func.count()).select_from(source).where(owned)
+                counted = select(func.count()).select_from(ChatRow).where(owned)
                 total = int(await session.scalar(counted) or 0)
         return [_chat(row) for row in rows], total
 

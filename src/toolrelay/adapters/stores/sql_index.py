@@ -36,10 +36,10 @@ from toolrelay.adapters.stores.models import ChatRow, SearchDocRow, ToolOutputRo
 
 __all__ = [
     "RECENT",
+    "matching_chats",
     "after_cursor",
     "chat_filter",
     "doc_row",
-    "few_matches",
     "from_matches",
     "index_message",
     "index_title",
@@ -59,11 +59,11 @@ def chat_filter(
         prefixed = ChatRow.id.startswith(id_prefix, autoescape=True)
         clauses.append(~prefixed if exclude_prefix else prefixed)
     if terms is not None:
-        clauses.append(ChatRow.id.in_(_matching_chats(terms, sqlite)))
+        clauses.append(ChatRow.id.in_(matching_chats(terms, sqlite)))
     return and_(*clauses)
 
 
-def _matching_chats(terms: list[str], sqlite: bool) -> Select[Any]:
+def matching_chats(terms: list[str], sqlite: bool) -> Select[Any]:
     """Ids of chats with a message or title holding every term, through the search index
     (migration 0003); no terms (a query of punctuation only) matches nothing."""
     if not terms:
@@ -79,25 +79,9 @@ def _matching_chats(terms: list[str], sqlite: bool) -> Select[Any]:
     return select(SearchDocRow.chat_id).where(found)
 
 
-FEW_MATCHES = 2000
-"""Below this many matching docs, a SQLite search starts from the matches (then sorts
-them); from it, from the user's chats in list order, each looked up in the matches."""
-
-
-async def few_matches(session: AsyncSession, terms: list[str]) -> bool:
-    """True when the SQLite index holds fewer than `FEW_MATCHES` docs matching `terms`:
-    SQLite's planner cannot tell (it walks the user's whole list either way)."""
-    probe = text(
-        "SELECT count(*) FROM (SELECT rowid FROM search_fts WHERE search_fts MATCH :terms "
-        "LIMIT :most)"
-    )
-    found = await session.scalar(probe, {"terms": fts5_query(terms), "most": FEW_MATCHES})
-    return int(found or 0) < FEW_MATCHES
-
-
-def from_matches(terms: list[str]) -> Join:
-    """Chats joined to their distinct matching ids (SQLite), for a search of few matches."""
-    matched = _matching_chats(terms, True).distinct().subquery()
+def from_matches(terms: list[str], sqlite: bool) -> Join:
+    """Chats joined to their distinct matching ids, found through the words' index."""
+    matched = matching_chats(terms, sqlite).distinct().subquery()
     return join(ChatRow, matched, ChatRow.id == matched.c.chat_id)
 
 

@@ -138,9 +138,13 @@ async def list_chats(
         after=after,
     )
     following = ChatCursor.after(chats[-1]).encode() if len(chats) == limit else None
+    capped = total < 0  # a search matching too many chats to count (stores.sql_search)
+    if capped:
+        total = offset + len(chats) + (1 if following else 0)
     return {
         "data": [chat_json(c) for c in chats],
         "total": total,
+        "total_capped": capped,
         "limit": limit,
         "offset": offset,
         "next_cursor": following,

@@ -41,7 +41,11 @@ export class ChatList {
 
   get query() { return this.nodes.search.value.trim(); }
 
-  get complete() { return this.chats.length >= this.total || this.cursor === null; }
+  // once a page came, the last one is the one without a next_cursor (a search's total
+  // may be a lower bound, `total_capped`); before the first, nothing is owed
+  get complete() {
+    return this.cursor === undefined ? this.chats.length >= this.total : this.cursor === null;
+  }
 
   // The first page again (after sign-in, or for a new search).
   async reset() {
