@@ -1,0 +1,75 @@
+"""What a turn costs on the wire: the bytes of its event stream against its answer's text
+(issue 31, item 6, whose target is 2x: not met).
+
+A real server, a real fake model streaming N words; the chat's SSE stream is read from
+before the first word (the upstream holds its first piece until the reader is in) to the
+turn's end (`chat:completion`), and every byte of it after the opening snapshot is
+counted. Before the final event referred to the items instead of repeating them, a
+50,000-token turn sent 5.8x its text; now about 4.1-4.4x (docs/scaling.md): the
+deltas are about 3x the text (each coalesced delta's frame, ~190 bytes of id, event,
+type, item id and indices, carries ~100 bytes of text) and `output_item.done` repeats
+it once. The bound here keeps it from growing back.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import httpx2
+import orjson
+import pytest
+
+from tests.patience import HANG
+from tests.server.conftest import Running
+from tests.server.test_chats_api import CHAT, new_chat, wait_saved
+from toolrelay.testing.fake_server import SSEReply
+from toolrelay.testing.wire import chat_chunks
+
+WORD = "token "
+
+
+def _turn_bytes(running: Running, words: int) -> tuple[int, int, list[str]]:
+    """(bytes of the turn's events, bytes of its text, the event types)."""
+    release = threading.Event()
+    text = [WORD] * words
+    running.upstream.route(CHAT, SSEReply(chat_chunks(text=text), holds={0: release}))
+    answer = "".join(text)
+    with running.client() as client:
+        chat_id = new_chat(client, model="fake")
+        client.post(f"/api/chats/{chat_id}/messages", json={"content": "talk"})
+        sizes: list[int] = []
+        types: list[str] = []
+        timeout = httpx2.Timeout(HANG)
+        with client.stream("GET", f"/api/chats/{chat_id}/events", timeout=timeout) as stream:
+            frame = b""
+            for chunk in stream.iter_bytes():
+                frame += chunk
+                while b"\n\n" in frame:
+                    one, frame = frame.split(b"\n\n", 1)
+                    sizes.append(len(one) + 2)
+                    types.append(_type(one))
+                    release.set()  # the reader is in (its snapshot came): the answer may go
+        saved = wait_saved(client, chat_id)
+    assert saved["content"] == answer
+    assert types[0] == "chat:snapshot", types[:3]
+    end = types.index("chat:completion") + 1  # a title may come after: not the answer's
+    by_type: dict[str, int] = {}
+    for kind, size in zip(types[1:end], sizes[1:end], strict=True):
+        by_type[kind] = by_type.get(kind, 0) + size
+    print(f"\n{words} words, bytes by event type: {by_type}")
+    return sum(sizes[1:end]), len(answer.encode()), types[:end]
+
+
+def _type(frame: bytes) -> str:
+    data: Any = next((line[5:] for line in frame.split(b"\n") if line.startswith(b"data:")), b"{}")
+    return str(orjson.loads(data).get("type", ""))
+
+
+@pytest.mark.parametrize("words", [500, 5000])
+def test_a_turns_live_bytes_stay_below_five_times_its_text(running: Running, words: int) -> None:
+    live, text, types = _turn_bytes(running, words)
+    ratio = live / text
+    print(f"{words} words: {live:,} bytes live for {text:,} of text: {ratio:.2f}x")
+    assert types.count("response.output_item.done") == 1  # the text once, not per event
+    assert ratio <= 5.0, f"{live:,} bytes live for {text:,} bytes of text ({ratio:.2f}x)"
