@@ -48,6 +48,10 @@ def coding(tmp_path: Path, upstream: FakeModelServer) -> Iterator[tuple[Running,
         yield Running(base_url, upstream, settings), thread
 
 
+TOOLS = {"add", "shout", "get_time", "calculator"}
+"""The route's tools and the built-in ones: everything but the code tool."""
+
+
 def offered(request: Any) -> set[str]:
     return {t["function"]["name"] for t in request.json.get("tools", [])}
 
@@ -89,7 +93,7 @@ def test_a_route_or_a_user_without_permission_gets_no_code_tool(
     ask(running, model="no-code")
     ask(running, key=bob)
     ask(running, features={"code_interpreter": False})  # the request's own feature switch
-    assert [offered(r) for r in running.upstream.requests] == [{"add", "shout"}] * 3
+    assert [offered(r) for r in running.upstream.requests] == [TOOLS] * 3
     assert "features" not in running.upstream.requests[2].json  # ours, not the upstream's
 
 
@@ -101,7 +105,7 @@ def test_a_chat_message_may_turn_code_off(coding: tuple[Running, ServerThread]) 
         body = {"content": "hi", "features": {"code_interpreter": False}}
         assert client.post(f"/api/chats/{chat_id}/messages", json=body).status_code == 202
         wait_saved(client, chat_id)
-    assert offered(running.upstream.requests[0]) == {"add", "shout"}
+    assert offered(running.upstream.requests[0]) == TOOLS
 
 
 def wait_saved(client: Any, chat_id: str) -> dict[str, Any]:
