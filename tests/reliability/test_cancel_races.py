@@ -12,7 +12,8 @@ end the server.
 Before `adapters/stores/whole.py`, a cancel landing at one point inside a write
 abandoned the connection with SQLite's write lock held ("database is locked"
 from then on). Only a few event-loop steps of a write do that, so races over
-sockets hit them by chance (about one run in two at this size):
+sockets hit them by chance: with the fix reverted this test failed in each of
+four runs (both worker counts, twice), but it is no proof;
 `test_cancelled_saves.py` is the deterministic guard, cancelling each write at
 every step.
 """
