@@ -116,13 +116,13 @@ async def test_loads_example_tools_and_filters_by_route(
 ) -> None:
     settings = settings_from(tmp_path, 'tools = ["tools.py"]\n' + ROUTES)
     registry = build_registry(settings, env={"CHAT_KEY": "k"})
-    assert sorted(registry.tools) == ["calculator", "get_time", "get_weather"]
-    assert [t.spec.name for t in registry.tools_for("mini")] == ["calculator"]  # type: ignore[union-attr]
+    assert sorted(registry.tools) == ["get_weather"]
+    assert sorted(await registry.tools_for("mini").toolbox.tools()) == ["calculator"]  # built-in
     offered = await registry.tools_for("llama").toolbox.tools()
-    assert sorted(offered) == ["calculator", "get_time", "get_weather"]
-    assert offered["get_time"] is registry.tools["get_time"]  # the file's, not the built-in
+    assert sorted(offered) == ["calculator", "get_time", "get_weather"]  # the file's and built-ins
+    assert offered["get_weather"] is registry.tools["get_weather"]
     assert registry.tools_for("mini") is registry.tools_for("mini")  # built once per route
-    calc = registry.tools["calculator"]
+    calc = offered["calculator"]
     assert await calc.call({"expression": "2 * (3 + 4)"}, ToolContext()) == "14"
     weather = await registry.tools["get_weather"].call({"city": "Paris"}, ToolContext())
     assert weather == {"city": "Paris", "conditions": "light rain", "temperature_c": 14}
@@ -150,14 +150,14 @@ def test_tool_file_that_fails_names_the_file(tmp_path: Path) -> None:
 
 def test_same_tool_in_two_files(tmp_path: Path, example_tools: Path) -> None:
     (tmp_path / "again.py").write_text(
-        "from toolrelay import tool\n\n@tool\ndef get_time() -> str:\n    return 'now'\n",
+        "from toolrelay import tool\n\n@tool\ndef get_weather() -> str:\n    return 'sun'\n",
         encoding="utf-8",
     )
     settings = settings_from(tmp_path, 'tools = ["tools.py", "again.py"]\n')
     with pytest.raises(ConfigError) as info:
         build_registry(settings, env={})
     assert str(info.value) == (
-        f"tools: 'get_time' is defined by both {str(tmp_path / 'tools.py')!r} "
+        f"tools: 'get_weather' is defined by both {str(tmp_path / 'tools.py')!r} "
         f"and {str(tmp_path / 'again.py')!r}"
     )
 
@@ -274,7 +274,7 @@ async def test_example_config_loads_and_builds() -> None:
         "OpenAIChat",
         "Ollama",
     ]
-    assert sorted(registry.tools) == ["calculator", "get_time", "get_weather"]
+    assert sorted(registry.tools) == ["get_weather"]
     await registry.aclose()
 
 
