@@ -33,7 +33,7 @@ from toolrelay.adapters.stores.sql_rows import (
     message_row,
     stored,
 )
-from toolrelay.adapters.stores.sql_tree import current_of, place
+from toolrelay.adapters.stores.sql_tree import current_of, place, rows_by_id, tree_of
 from toolrelay.adapters.stores.tree import branch_ids, sibling_ids
 from toolrelay.core.ids import new_id
 from toolrelay.engine.interfaces import Message
@@ -43,16 +43,13 @@ __all__ = ["MessageRows"]
 _M = MessageRow.__table__.c
 
 
-def _page(
-    messages: list[StoredMessage], before: str | None, limit: int | None
-) -> list[StoredMessage]:
-    """`get_messages`'s `before` and `limit` on a list already read."""
+def _page(ids: list[str], before: str | None, limit: int | None) -> list[str]:
+    """`get_messages`'s `before` and `limit` on a branch's ids."""
     if before is not None:
-        ids = [m.id for m in messages]
-        messages = messages[: ids.index(before)] if before in ids else []
+        ids = ids[: ids.index(before)] if before in ids else []
     if limit is not None:
-        messages = messages[max(len(messages) - limit, 0) :] if limit > 0 else []
-    return messages
+        ids = ids[max(len(ids) - limit, 0) :] if limit > 0 else []
+    return ids
 
 
 class MessageRows(SQLParts):
@@ -204,7 +201,7 @@ class MessageRows(SQLParts):
         async with self._engine.connect() as connection:
             current = await current_of(connection, chat_id)
             if current is not None:
-                return _page(await self._branch(connection, chat_id, current), before, limit)
+                return await self._branch(connection, chat_id, current, before, limit)
         query = select(*MESSAGE_COLUMNS).where(_M.chat_id == chat_id)
         if before is not None:
             anchor = select(_M.seq).where(_M.id == before, _M.chat_id == chat_id)
@@ -217,16 +214,21 @@ class MessageRows(SQLParts):
             rows = [stored(row) for row in await connection.execute(query)]
         return rows if limit is None else rows[::-1]
 
-    async def _branch(self, connection: Any, chat_id: str, current: str) -> list[StoredMessage]:
-        """The current branch's messages, each with its siblings."""
-        query = select(*MESSAGE_COLUMNS).where(_M.chat_id == chat_id).order_by(_M.seq)
-        rows = {row[0]: row for row in await connection.execute(query)}
-        parents = {mid: row[-1] for mid, row in rows.items()}
+    async def _branch(
+        self,
+        connection: Any,
+        chat_id: str,
+        current: str,
+        before: str | None = None,
+        limit: int | None = None,
+    ) -> list[StoredMessage]:
+        """A page of the current branch's messages, each with its siblings: the tree is
+        read as ids alone (`tree_of`), then only the page's rows whole."""
+        parents = await tree_of(connection, chat_id)
         siblings = sibling_ids(parents)
-        return [
-            dataclasses.replace(stored(rows[mid]), siblings=siblings.get(mid, ()))
-            for mid in branch_ids(parents, current)
-        ]
+        ids = _page(branch_ids(parents, current), before, limit)
+        rows = await rows_by_id(connection, MESSAGE_COLUMNS, ids)
+        return [dataclasses.replace(stored(rows[i]), siblings=siblings.get(i, ())) for i in ids]
 
     async def load_messages(self, chat_id: str) -> list[Message]:
         """The history for the next turn: the kept settled part (`history_cache`), checked
@@ -236,9 +238,11 @@ class MessageRows(SQLParts):
         kept = self._histories.get(chat_id)
         async with self._engine.connect() as connection:
             current = await current_of(connection, chat_id)
-            if current is not None:
-                branch = await self._branch(connection, chat_id, current)
-                return history_of([(m.role, m.content, m.output) for m in branch])
+            if current is not None:  # its branch's rows, four columns
+                ids = branch_ids(await tree_of(connection, chat_id), current)
+                columns = (_M.id, _M.role, _M.content, _M.output)
+                found = await rows_by_id(connection, columns, ids)
+                return history_of([tuple(found[i])[1:] for i in ids])
             if kept is not None:
                 check = select(func.count(), func.max(_M.updated_at)).where(
                     _M.chat_id == chat_id, _M.seq <= kept.seq

@@ -9,7 +9,7 @@ moves it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import insert, select
@@ -23,7 +23,11 @@ from toolrelay.adapters.stores.sql_rows import SQLParts
 from toolrelay.adapters.stores.tree import newest_leaf
 from toolrelay.core.ids import new_id
 
-__all__ = ["TreeRows", "current_of", "parents_of", "place"]
+__all__ = ["TreeRows", "current_of", "parents_of", "place", "rows_by_id", "tree_of"]
+
+_M = MessageRow.__table__.c
+IN_BATCH = 1000
+"""Ids per `IN (…)` list: well under every database's bound on bound parameters."""
 
 
 async def place(session: AsyncSession, chat: ChatRow, message_id: str) -> str | None:
@@ -41,6 +45,23 @@ async def current_of(connection: AsyncConnection, chat_id: str) -> str | None:
     """The end of the chat's current branch; None while the chat is a line."""
     query = select(ChatRow.current_id).where(ChatRow.id == chat_id)
     return await connection.scalar(query)
+
+
+async def tree_of(connection: AsyncConnection, chat_id: str) -> dict[str, str | None]:
+    """Each message's parent, in creation order: the tree without the messages."""
+    query = select(_M.id, _M.parent_id).where(_M.chat_id == chat_id).order_by(_M.seq)
+    return {str(row[0]): row[1] for row in await connection.execute(query)}
+
+
+async def rows_by_id(
+    connection: AsyncConnection, columns: Sequence[Any], ids: list[str]
+) -> dict[str, Any]:
+    """Messages' rows by id (`columns` start with the id), `IN_BATCH` at a time."""
+    found: dict[str, Any] = {}
+    for start in range(0, len(ids), IN_BATCH):
+        query = select(*columns).where(_M.id.in_(ids[start : start + IN_BATCH]))
+        found.update((row[0], row) for row in await connection.execute(query))
+    return found
 
 
 async def parents_of(session: AsyncSession, chat_id: str) -> dict[str, str | None]:
