@@ -44,7 +44,11 @@ class Workers:
         """The parent's live worker processes (zombies, already dead, excluded)."""
         found: set[int] = set()
         for task in Path(f"/proc/{self.server.pid}/task").iterdir():
-            for pid in (task / "children").read_text().split():
+            try:
+                listed = (task / "children").read_text().split()
+            except FileNotFoundError:  # the thread ended between the listing and the read
+                continue
+            for pid in listed:
                 if _alive(int(pid)) and b"toolrelay.server.processes.worker" in _cmdline(int(pid)):
                     found.add(int(pid))
         return found
