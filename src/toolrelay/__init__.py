@@ -34,17 +34,21 @@ if TYPE_CHECKING:
         ToolSpec,
     )
     from toolrelay.engine.limits import RunLimits
+    from toolrelay.engine.options import CodeOptions, ModelOptions, TaskOptions
+    from toolrelay.engine.request import TurnRequest
     from toolrelay.engine.tasks import BackgroundTask
     from toolrelay.errors import ConfigError, ProviderError, ToolError, ToolrelayError
 
 _WHERE = {
     "BackgroundTask": "toolrelay.engine.tasks",
+    "CodeOptions": "toolrelay.engine.options",
     "ConfigError": "toolrelay.errors",
     "Conversation": "toolrelay.engine.conversation",
     "Event": "toolrelay.core.events",
     "JupyterRunner": "toolrelay.adapters.code",
     "MCPServer": "toolrelay.adapters.tools.mcp",
     "ModelClient": "toolrelay.engine.interfaces",
+    "ModelOptions": "toolrelay.engine.options",
     "ModelRequest": "toolrelay.engine.interfaces",
     "ModelStream": "toolrelay.engine.interfaces",
     "Ollama": "toolrelay.adapters.models",
@@ -59,6 +63,7 @@ _WHERE = {
     "RunLimits": "toolrelay.engine.limits",
     "RunResult": "toolrelay.engine.finish",
     "SandboxLimits": "toolrelay.adapters.code",
+    "TaskOptions": "toolrelay.engine.options",
     "Tool": "toolrelay.engine.interfaces",
     "ToolContext": "toolrelay.engine.interfaces",
     "ToolError": "toolrelay.errors",
@@ -66,17 +71,20 @@ _WHERE = {
     "ToolSource": "toolrelay.engine.interfaces",
     "ToolSpec": "toolrelay.engine.interfaces",
     "ToolrelayError": "toolrelay.errors",
+    "TurnRequest": "toolrelay.engine.request",
     "tool": "toolrelay.adapters.tools",
 }
 
 __all__ = [
     "BackgroundTask",
+    "CodeOptions",
     "ConfigError",
     "Conversation",
     "Event",
     "JupyterRunner",
     "MCPServer",
     "ModelClient",
+    "ModelOptions",
     "ModelRequest",
     "ModelStream",
     "Ollama",
@@ -91,6 +99,7 @@ __all__ = [
     "RunLimits",
     "RunResult",
     "SandboxLimits",
+    "TaskOptions",
     "Tool",
     "ToolContext",
     "ToolError",
@@ -98,6 +107,7 @@ __all__ = [
     "ToolSource",
     "ToolSpec",
     "ToolrelayError",
+    "TurnRequest",
     "tool",
 ]
 __version__ = "0.1.0"

@@ -139,6 +139,7 @@ class ChatRun:
         return chat
 
     def _use(self, setup: ChatSetup) -> None:
+        from toolrelay.engine.options import CodeOptions, ModelOptions, TaskOptions
         from toolrelay.engine.relay import Relay
 
         setup.approve = self.approve
@@ -148,13 +149,15 @@ class ChatRun:
             limits=setup.limits,
             filters=setup.filters,
             store=self.store,
-            tasks=(),
-            name=setup.name,
-            text_tool_calls=setup.text_tool_calls,
-            tool_choice_step=setup.tool_choice_step,
-            max_tools_per_call=setup.max_tools_per_call,
-            code_interpreter=self.code_runner,
-            tags=setup.tags,
+            model_options=ModelOptions(
+                name=setup.name,
+                tags=setup.tags,
+                text_tool_calls=setup.text_tool_calls,
+                tool_choice_step=setup.tool_choice_step,
+                max_tools_per_call=setup.max_tools_per_call,
+            ),
+            code=CodeOptions(runner=self.code_runner),
+            background=TaskOptions(tasks=()),
         )
         history = self.conversation.messages if self.conversation is not None else self.history
         self.setup = setup

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import AsyncGenerator, Iterable, Iterator, Mapping, Sequence
-from typing import Any, cast
+from typing import Any, Unpack, cast
 
 from toolrelay.core import events as ev
 from toolrelay.core.events import Event, as_source
@@ -14,7 +14,6 @@ from toolrelay.core.ids import new_id
 from toolrelay.core.prompt.rag import take_snapshot
 from toolrelay.core.stream.think_tags import TagConfig
 from toolrelay.core.tools.code_gates import code_interpreter_allowed
-from toolrelay.engine.checkpoint import Checkpoints, TurnState
 from toolrelay.engine.code_tool import CODE_TOOL_NAME, CodeTool
 from toolrelay.engine.conversation import Conversation
 from toolrelay.engine.durable_runs import (
@@ -42,9 +41,10 @@ from toolrelay.engine.interpreter import CodeBudget, CodeRunner
 from toolrelay.engine.limits import RunLimits
 from toolrelay.engine.loop import Turn, TurnSetup
 from toolrelay.engine.observer import Observer
+from toolrelay.engine.options import CodeOptions, LegacyOptions, ModelOptions, TaskOptions, grouped
 from toolrelay.engine.pending import PendingCalls
+from toolrelay.engine.request import TurnRequest
 from toolrelay.engine.sinks import NullSink, stream_events
-from toolrelay.engine.tasks import BackgroundTask
 from toolrelay.engine.toolbox import CheckedTools, ToolOffer, checked_toolbox
 from toolrelay.errors import ToolError
 
@@ -60,41 +60,25 @@ class Relay:
         limits: RunLimits | None = None,
         store: ChatStore | None = None,
         filters: Sequence[Any] = (),
-        task_model: ModelClient | None = None,
-        tasks: Sequence[str | BackgroundTask] = ("title", "tags", "follow_ups"),
-        tags: TagConfig | None = TagConfig(),
-        code_interpreter: CodeRunner | None = None,
-        code_runner: CodeRunner | None = None,
-        code_tool: bool = True,
-        params: Mapping[str, Any] | None = None,
-        name: str | None = None,
-        capabilities: Mapping[str, Any] | None = None,
-        builtin_tools: Mapping[str, Any] | None = None,
-        text_tool_calls: bool = False,
-        tool_choice_step: bool = False,
-        max_tools_per_call: int = 2,
         observer: Observer | None = None,
-        context_tokens: int | None = None,
-        prices: Mapping[str, float] | None = None,
+        model_options: ModelOptions | None = None,
+        code: CodeOptions | None = None,
+        background: TaskOptions | None = None,
+        **options: Unpack[LegacyOptions],
     ) -> None:
         """`tools` are `Tool`s (`@tool` makes one of a function) and `ToolSource`s
         (`MCPServer`, `OpenAPIServer`, `ToolFile`); names must differ.
 
-        `name` is what the saved turn records as its model (a server route name).
-        `capabilities` and `builtin_tools` are the model's settings that two of
-        the code-interpreter gates read (SPEC R5). `code_interpreter` (older name:
-        `code_runner`) runs code: the model's `<code_interpreter>` blocks and, with
-        `code_tool`, the native `execute_code` tool, both behind the same five gates.
-        `text_tool_calls`: a model that writes its tool calls as JSON text in its
-        answer (small local models) gets them run as real calls (`core.text_calls.parse`).
-        `tool_choice_step`: before each turn's first model call the model is asked which
-        tools (at most `max_tools_per_call`, or none) the user's message needs, and only
-        those are offered (`engine.tool_select`; for small models offered many tools).
-        `observer` watches each turn (logs, metrics, traces: `engine.observer`).
-        `context_tokens`: how many tokens the model reads (unset: the client's own
-        `context_tokens`, a route's setting, if any); a longer history is trimmed by
-        `core.prompt.context`'s policy before each model call, and the turn says so.
+        The rest comes in groups (`engine.options`): `model_options` (its name, params,
+        inline tags, the code-interpreter gates' settings, tool-call quirks, context size,
+        prices), `code` (the runner of the model's `<code_interpreter>` blocks and, with
+        `tool`, the native `execute_code` tool, both behind the same five gates) and
+        `background` (title, tags, follow-ups and their model). `observer` watches each
+        turn (logs, metrics, traces: `engine.observer`). The older form, each option its
+        own keyword (`name=`, `tags=`, `code_interpreter=` or `code_runner=`,
+        `text_tool_calls=`, `tasks=`, `task_model=`, …), still works and wins over a group.
         """
+        opts, code, background = grouped(model_options, code, background, options)
         self.model = model
         self.toolbox = (
             tools.toolbox
@@ -107,24 +91,27 @@ class Relay:
         self.limits = limits or RunLimits()
         self.store = store
         self.filters = list(filters)
-        self.task_model = task_model
-        self.tasks = tuple(tasks)
-        self.tags = tags
-        self.code_runner = code_interpreter if code_interpreter is not None else code_runner
-        self.code_tool = code_tool
-        self.params = dict(params or {})
-        self.name = name
-        self.capabilities = capabilities
-        self.builtin_tools = builtin_tools
-        self.text_tool_calls = text_tool_calls
-        self.tool_choice_step = tool_choice_step
-        self.max_tools_per_call = max_tools_per_call
         self.observer = observer
+        self.options, self.code, self.background = opts, code, background
+        self.task_model = background.model
+        self.tasks = tuple(background.tasks)
+        self.tags = opts.tags
+        self.code_runner = code.runner
+        self.code_tool = code.tool
+        self.params = dict(opts.params)
+        self.name = opts.name
+        self.capabilities = opts.capabilities
+        self.builtin_tools = opts.builtin_tools
+        self.text_tool_calls = opts.text_tool_calls
+        self.tool_choice_step = opts.tool_choice_step
+        self.max_tools_per_call = opts.max_tools_per_call
         self.context_tokens = (
-            context_tokens if context_tokens is not None else getattr(model, "context_tokens", None)
+            opts.context_tokens
+            if opts.context_tokens is not None
+            else getattr(model, "context_tokens", None)
         )
         self.pending = PendingCalls()
-        self.prices = dict(prices) if prices else None
+        self.prices = dict(opts.prices) if opts.prices else None
         """Per million tokens (`input`, `output`): each turn's `usage.cost` (`core.turn.budget`)."""
 
     def coerce(self, item: object) -> object:
@@ -134,66 +121,45 @@ class Relay:
 
     async def run(
         self,
-        messages: Sequence[Message] | str,
+        messages: TurnRequest | Sequence[Message] | str,
         *,
         sink: EventSink | None = None,
-        chat_id: str | None = None,
-        message_id: str | None = None,
-        user: Mapping[str, Any] | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        files: Sequence[Mapping[str, Any]] = (),
-        sources: Sequence[Mapping[str, Any]] = (),
-        extra_tools: Iterable[Tool] = (),
-        deferred: Iterable[str] = (),
-        params: Mapping[str, Any] | None = None,
-        features: Mapping[str, Any] | None = None,
-        checkpoints: Checkpoints | None = None,
-        resume: TurnState | None = None,
-        model_info: Mapping[str, Any] | None = None,
-        request: Any = None,
-        pause: bool = False,
-        continues: str | None = None,
-        durable: bool = False,
+        **options: Any,
     ) -> RunResult:
         """Run one turn to its end. Cancelling the task saves the partial turn, then re-raises.
 
-        `features` are what the chat asked for (`{"code_interpreter": True}`);
-        None means the library default: a configured code runner is requested.
-        `checkpoints` receives the turn's state at each step boundary; `resume` is such
-        a state to go on from (the same `messages` as its start): `engine.checkpoint`.
-        `model_info` is `__model__` (default `{id, name, owned_by}` from `name`),
-        `request` is `__request__` (a request-like object; the server's has no secrets).
-        `metadata` is added to what `__metadata__` always holds: `chat_id`,
-        `message_id`, `user_id`, `model`, `tool_ids`, `features`, `files`.
-        `pause` (with `checkpoints`): a call that needs an answer (an approval, a client's
-        result) not given yet saves the turn and raises `TurnPaused` instead of waiting;
-        `resume` it later with the answers in its state (`TurnState.answers`).
-        `continues` (with `resume`: a cut answer's items) names its last message item,
-        which the model's next text goes on (`engine.continuation`).
-        `durable` (with a `store` that keeps runs, and `chat_id`): the turn is recorded
-        and checkpointed in the store, so `resume(chat_id)` goes on with it in this
-        process or a new one, paused or cut by its process's end (`engine.durable_runs`).
+        `messages` is a `TurnRequest` (`engine.request`: the messages and every
+        per-request option, one value), or the messages alone with the options as
+        keywords of the same names (`chat_id=`, `user=`, `features=`, `pause=`, …).
+        `sink` receives the turn's events.
         """
-        raw = _as_messages(messages)
-        message_id = message_id or new_id("msg")
-        runs = self._run_store(chat_id) if durable else None
+        turn = _as_request(messages, options)
+        return await self._run(turn, sink or NullSink())
+
+    async def _run(self, turn: TurnRequest, sink: EventSink) -> RunResult:
+        """One turn of `turn` (see `TurnRequest` for what each field does)."""
+        chat_id, user, files, sources = turn.chat_id, turn.user, turn.files, turn.sources
+        features, request, params = turn.features, turn.request, turn.params
+        raw = _as_messages(turn.messages)
+        message_id = turn.message_id or new_id("msg")
+        checkpoints = turn.checkpoints
+        runs = self._run_store(chat_id) if turn.durable else None
         if runs is not None:
-            if resume is None:
-                wanted = run_request(raw, user, features, pause=pause)
+            if turn.resume is None:
+                wanted = run_request(raw, user, features, pause=turn.pause)
                 await runs.start_run(
                     str(chat_id), message_id, owner=library_owner(), request=wanted
                 )
             checkpoints = RunCheckpoints(runs, message_id)
-        sink = sink or NullSink()
         offer = await self.toolbox.offer()
         code_runner, tags = self._code_path(features, user)
         budget = CodeBudget(self.limits.interpreter_retries)
-        added = {t.spec.name: t for t in extra_tools}
+        added = {t.spec.name: t for t in turn.extra_tools}
         if code_runner is not None and self.code_tool and CODE_TOOL_NAME not in offer.tools:
             added.setdefault(CODE_TOOL_NAME, CodeTool(code_runner, budget=budget))
         tools, specs = _with_added(offer, added)
         tools_param = _ToolsParam(tools)
-        info = dict(model_info or {"id": self.name or "model", "name": self.name or "model"})
+        info = dict(turn.model_info or {"id": self.name or "model", "name": self.name or "model"})
         info.setdefault("owned_by", "toolrelay")
         meta: dict[str, Any] = {
             "chat_id": chat_id,
@@ -203,7 +169,7 @@ class Relay:
             "tool_ids": list(tools),
             "features": dict(features or {}),
             "files": [dict(f) for f in files],
-            **dict(metadata or {}),
+            **dict(turn.metadata or {}),
         }
         emitter = _emitter(sink)
         extra: dict[str, Any] = {
@@ -260,24 +226,24 @@ class Relay:
             code_runner=code_runner,
             code_budget=budget,
             rag=take_snapshot(history, sources) if sources else None,
-            deferred=frozenset(deferred),
+            deferred=frozenset(turn.deferred),
             text_tool_calls=self.text_tool_calls,
             tool_choice_step=self.tool_choice_step,
             max_tools_per_call=self.max_tools_per_call,
             observer=self.observer,
             context_tokens=self.context_tokens,
             checkpoints=checkpoints,
-            resume=resume,
+            resume=turn.resume,
             refilter=refilter,
             prices=self.prices,
-            pause=pause,
-            continues=continues,
+            pause=turn.pause,
+            continues=turn.continues,
         )
         if sources and not isinstance(sink, NullSink):  # the sources shown with the answer
             for source in sources:
                 await sink.emit(ev.event(ev.SOURCE, as_source(source)))
-        turn = Turn(setup).run()
-        return await (turn if runs is None else recorded(runs, message_id, turn))
+        running = Turn(setup).run()
+        return await (running if runs is None else recorded(runs, message_id, running))
 
     async def resume(self, chat_id: str, *, sink: EventSink | None = None) -> RunResult:
         """Go on with the chat's durable turn (`run(..., durable=True)`) from its last
@@ -479,7 +445,16 @@ def _with_added(
     return tools, [*offer.specs, *(t.spec.openai_spec() for t in added.values())]
 
 
-def _as_messages(messages: Sequence[Message] | str) -> list[Message]:
+def _as_request(messages: TurnRequest | Sequence[Message] | str, options: Any) -> TurnRequest:
+    """The turn's request: as given, or made of the messages and the older keywords."""
+    if isinstance(messages, TurnRequest):
+        if options:
+            return messages.but(**options)
+        return messages
     if isinstance(messages, str):
-        return [{"role": "user", "content": messages}]
+        messages = [{"role": "user", "content": messages}]
+    return TurnRequest(messages=messages, **options)
+
+
+def _as_messages(messages: Sequence[Message]) -> list[Message]:
     return [dict(m) for m in messages]

@@ -33,7 +33,7 @@ def client_tools(specs: Sequence[Any] | None) -> list[ClientTool]:
 
 
 def turn_args(user: Mapping[str, Any], specs: Sequence[Any] | None) -> dict[str, Any]:
-    """`Relay.run` keyword arguments for an OpenAI-style request: its user (as
+    """`TurnRequest` fields for an OpenAI-style request: its user (as
     `Services.turn_user` describes them) and its own tools, whose calls end the
     response (they are the client's to run)."""
     tools = client_tools(specs)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
@@ -16,7 +16,8 @@ from toolrelay.adapters.stores import Store, User
 from toolrelay.config.registry import Registry
 from toolrelay.config.settings import Settings
 from toolrelay.engine.finish import RunResult
-from toolrelay.engine.interfaces import EventSink, Message
+from toolrelay.engine.interfaces import EventSink
+from toolrelay.engine.request import TurnRequest
 from toolrelay.server.api_log import ApiTurnLog, cut_result
 from toolrelay.server.auth import KeyCache
 from toolrelay.server.budgets import Budgets
@@ -52,8 +53,7 @@ class Services:
         self,
         route: str,
         user_id: str,
-        messages: Sequence[Message],
-        run_args: dict[str, Any],
+        turn: TurnRequest,
         *,
         coalesce_ms: float | None = None,
     ) -> Callable[[EventSink | None], Awaitable[RunResult]]:
@@ -66,12 +66,13 @@ class Services:
         spent = self.budgets.recorder(user_id, ADMITTED.get()) if self.budgets else None
 
         async def run(sink: EventSink | None = None) -> RunResult:
-            request_id = run_args.get("message_id")
+            request_id = turn.message_id
+            messages = turn.messages
             given = sink
             if sink is not None and isinstance(request_id, str):
                 sink = RequestIdInErrors(sink, request_id)
             try:
-                result = await relay.run(messages, sink=sink, **run_args)
+                result = await relay.run(turn, sink=sink)
             except asyncio.CancelledError:  # a stream cut (client left, shutdown): log its part
                 final = getattr(given, "final", None)
                 if log is not None and final is not None:
@@ -110,7 +111,7 @@ class Services:
     def turn_context(
         self, route: str, request: Request | None, user: Mapping[str, Any], interface: str
     ) -> dict[str, Any]:
-        """`Relay.run` keyword arguments for `__model__`, `__request__` and the server's part
+        """`TurnRequest` fields for `__model__`, `__request__` and the server's part
         of `__metadata__` (`interface`: `chat` for the chat API, `v1` for the OpenAI API).
         `request` None: the one a lean `/v1` route answers (`request_info.ADMITTED`)."""
         request = request if request is not None else ADMITTED.get()

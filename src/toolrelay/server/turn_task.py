@@ -27,6 +27,7 @@ from toolrelay.core.events import Event
 from toolrelay.engine.checkpoint import TurnPaused, TurnState
 from toolrelay.engine.interfaces import Message, Tool
 from toolrelay.engine.relay import Relay
+from toolrelay.engine.request import TurnRequest
 from toolrelay.server.durability import TurnRecorder, channel, failure_events, keep_alive
 from toolrelay.server.live_events import ItemReferences
 from toolrelay.server.resume import StoreCheckpoints, run_request
@@ -78,7 +79,7 @@ async def run_turn(
     fresh: bool = False,
     continues: str | None = None,
 ) -> None:
-    """`context`: more `Relay.run` arguments (`__model__`, `__request__`, metadata …),
+    """`context`: more `TurnRequest` fields (`__model__`, `__request__`, metadata …),
     and `on_done`, called with the ended turn's result (its spend, `server.budgets`)."""
     context = dict(context or {})
     on_done = context.pop("on_done", None)
@@ -97,9 +98,8 @@ async def run_turn(
             await m.store.start_run(chat_id, message_id, owner=m.node, request=request)
             if resume is not None:  # a continued answer: a take-over keeps its items
                 await m.store.save_run_state(message_id, resume.to_json())
-        result = await relay.run(
-            history,
-            sink=BusSink(m.bus, chat_id, recorder),
+        turn = TurnRequest(
+            messages=history,
             chat_id=chat_id,
             message_id=message_id,
             user=user,
@@ -111,6 +111,7 @@ async def run_turn(
             continues=continues,
             **context,
         )
+        result = await relay.run(turn, sink=BusSink(m.bus, chat_id, recorder))
         if on_done is not None:
             await on_done(result)
     except TurnPaused as waiting:  # saved: no task, no memory held until it is answered

@@ -27,6 +27,7 @@ from toolrelay.config.registry import Registry
 from toolrelay.engine.checkpoint import TurnState
 from toolrelay.engine.interfaces import ChatStore, Message, Tool
 from toolrelay.engine.observer import Observer
+from toolrelay.engine.options import CodeOptions, ModelOptions, TaskOptions
 from toolrelay.engine.relay import Relay
 from toolrelay.server.branches import BranchRefused, Placement, open_turn
 from toolrelay.server.durability import (
@@ -109,23 +110,28 @@ class TurnManager:
         window = reg.routes[route].coalesce_ms if coalesce_ms is None else coalesce_ms
         if window is not None and window != limits.coalesce_ms:
             limits = dataclasses.replace(limits, coalesce_ms=window)
+        chosen = reg.routes[route]
         return Relay(
             reg.client_for(route),
             reg.tools_for(route),
-            code_interpreter=reg.code_runner,
-            builtin_tools={"code_interpreter": reg.routes[route].code_interpreter},
             limits=limits,
             store=store,
             filters=reg.filters,
-            task_model=reg.task_client if store is not None else None,
-            tasks=reg.background_tasks() if store is not None else (),
-            name=route,
-            text_tool_calls=reg.routes[route].text_tool_calls,
-            tool_choice_step=reg.routes[route].tool_choice_step,
-            max_tools_per_call=reg.routes[route].max_tools_per_call,
             observer=self.observer,
-            tags=reg.routes[route].tag_config(),
-            prices=reg.routes[route].prices,
+            model_options=ModelOptions(
+                name=route,
+                tags=chosen.tag_config(),
+                builtin_tools={"code_interpreter": chosen.code_interpreter},
+                text_tool_calls=chosen.text_tool_calls,
+                tool_choice_step=chosen.tool_choice_step,
+                max_tools_per_call=chosen.max_tools_per_call,
+                prices=chosen.prices,
+            ),
+            code=CodeOptions(runner=reg.code_runner),
+            background=TaskOptions(
+                tasks=reg.background_tasks() if store is not None else (),
+                model=reg.task_client if store is not None else None,
+            ),
         )
 
     async def waiting(self, chat_id: str) -> list[dict[str, Any]]:

@@ -17,6 +17,7 @@ from fastapi import APIRouter
 from toolrelay.config.settings import ModelRoute
 from toolrelay.core.formats.answer import turn_answer
 from toolrelay.core.formats.chat_completions.render import ChatStream, completion_for
+from toolrelay.engine.request import TurnRequest
 from toolrelay.server.attachments import attach_last
 from toolrelay.server.client_tools import turn_args
 from toolrelay.server.error_responses import APIError, JSONBody
@@ -47,19 +48,23 @@ async def chat_completions(
 ) -> TurnStream | JSONBody:
     route = svc.route(body.model)
     messages = [m.model_dump(exclude_none=True) for m in body.messages]
-    run_args = turn_args(svc.turn_user(user), body.tools)
-    run_args["params"] = sampling_params(body, svc.registry.routes[route])
-    run_args["features"] = body.features
-    run_args["message_id"] = REQUEST_ID.get()  # the turn's id is the request's (X-Request-ID)
-    run_args.update(svc.turn_context(route, None, run_args["user"], "v1"))
+    who = svc.turn_user(user)
+    turn = TurnRequest(
+        messages=messages,
+        **turn_args(who, body.tools),
+        params=sampling_params(body, svc.registry.routes[route]),
+        features=body.features,
+        message_id=REQUEST_ID.get(),  # the turn's id is the request's (X-Request-ID)
+        **svc.turn_context(route, None, who, "v1"),
+    )
     if svc.budgets is not None:
         await svc.budgets.check(user.id, ADMITTED.get())
     if body.files or body.sources:
         messages, attached = await attach_last(svc, user.id, route, messages, body)
-        run_args.update(attached)
+        turn = turn.but(messages=messages, **attached)
     options = body.stream_options
     window = options.coalesce_ms if options is not None else None
-    run = svc.v1_run(route, user.id, messages, run_args, coalesce_ms=window)
+    run = svc.v1_run(route, user.id, turn, coalesce_ms=window)
     if body.stream:
         usage = body.stream_options is not None and body.stream_options.include_usage
         writer = ChatStream(route, include_usage=usage, events=body.toolrelay_events)

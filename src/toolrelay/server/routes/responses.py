@@ -17,6 +17,7 @@ from toolrelay.core.formats.answer import turn_answer
 from toolrelay.core.formats.responses.convert import input_messages
 from toolrelay.core.formats.responses.render import ResponsesStream, response_for
 from toolrelay.core.ids import new_id
+from toolrelay.engine.request import TurnRequest
 from toolrelay.server.attachments import attach_last
 from toolrelay.server.client_tools import turn_args
 from toolrelay.server.error_responses import APIError, JSONBody
@@ -47,20 +48,22 @@ async def responses(
     messages = input_messages(body.input, body.instructions)
     if not messages:
         raise APIError(400, "`input` has no message.", param="input", code="empty_input")
-    run_args = turn_args(
-        svc.turn_user(user), [t for t in body.tools or () if t.type == "function" and t.name]
+    who = svc.turn_user(user)
+    turn = TurnRequest(
+        messages=messages,
+        **turn_args(who, [t for t in body.tools or () if t.type == "function" and t.name]),
+        params=sampling_params(body, svc.registry.routes[route]),
+        message_id=REQUEST_ID.get(),  # the turn's id is the request's (X-Request-ID)
+        **svc.turn_context(route, None, who, "v1"),
     )
-    run_args["params"] = sampling_params(body, svc.registry.routes[route])
-    run_args["message_id"] = REQUEST_ID.get()  # the turn's id is the request's (X-Request-ID)
-    run_args.update(svc.turn_context(route, None, run_args["user"], "v1"))
     if svc.budgets is not None:
         await svc.budgets.check(user.id, ADMITTED.get())
     if body.files or body.sources:
         messages, attached = await attach_last(svc, user.id, route, messages, body)
-        run_args.update(attached)
+        turn = turn.but(messages=messages, **attached)
     options = body.stream_options
     window = options.coalesce_ms if options is not None else None
-    run = svc.v1_run(route, user.id, messages, run_args, coalesce_ms=window)
+    run = svc.v1_run(route, user.id, turn, coalesce_ms=window)
     if body.stream:
         writer = ResponsesStream(route)
         return TurnStream(
