@@ -175,17 +175,24 @@ def test_resume_with_last_event_id_has_no_gap_and_no_duplicate(running: Running)
         assert "chat:completion" in [e["type"] for _, e in zero] and not _deltas(zero)
 
 
-def test_cancel_through_the_api_saves_partial(running: Running) -> None:
+def start_stalling_turn(
+    running: Running, client: httpx2.Client
+) -> tuple[str, list[tuple[int, dict[str, Any]]]]:
+    """A chat whose turn streams three chunks, then stalls; its id and first 3 events."""
     running.upstream.route(
         CHAT,
         SSEReply(
             chat_chunks(text=["partial ", "words ", "never ", "end"]), stall_after=3, stall_for=3600
         ),
     )
+    chat_id = new_chat(client, model="fake")
+    client.post(f"/api/chats/{chat_id}/messages", json={"content": "go"})
+    return chat_id, read_events(client, chat_id, limit=3)
+
+
+def test_cancel_through_the_api_saves_partial(running: Running) -> None:
     with running.client() as client:
-        chat_id = new_chat(client, model="fake")
-        client.post(f"/api/chats/{chat_id}/messages", json={"content": "go"})
-        seen = read_events(client, chat_id, limit=3)
+        chat_id, seen = start_stalling_turn(running, client)
         assert any(e["type"] == "response.output_text.delta" for _, e in seen)
         busy = client.post(f"/api/chats/{chat_id}/messages", json={"content": "again"})
         assert busy.status_code == 409 and busy.json()["error"]["code"] == "turn_running"

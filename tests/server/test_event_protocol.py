@@ -19,6 +19,7 @@ from tests.server.test_chats_api import (
     events_answering_tools,
     new_chat,
     read_events,
+    start_stalling_turn,
     wait_saved,
 )
 from toolrelay.events import schema
@@ -68,16 +69,8 @@ def test_a_turn_with_a_client_tool_keeps_to_the_schema(running: Running) -> None
 
 
 def test_a_cancelled_turn_keeps_to_the_schema(running: Running) -> None:
-    running.upstream.route(
-        CHAT,
-        SSEReply(
-            chat_chunks(text=["partial ", "words ", "never ", "end"]), stall_after=3, stall_for=3600
-        ),
-    )
     with running.client() as client:
-        chat_id = new_chat(client, model="fake")
-        client.post(f"/api/chats/{chat_id}/messages", json={"content": "go"})
-        first = read_events(client, chat_id, limit=3)
+        chat_id, first = start_stalling_turn(running, client)
         assert client.post(f"/api/chats/{chat_id}/cancel").json() == {"cancelled": True}
         wait_saved(client, chat_id, status="cancelled")
         types = check(first) | check(read_events(client, chat_id, last=first[0][0]))
