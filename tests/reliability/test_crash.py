@@ -131,8 +131,11 @@ def test_a_killed_turn_is_resumed_at_restart_and_its_followers_see_the_rest(
                 # the chat goes on at once (the restart holds no stale lease)
                 accepted = client.post(f"/api/chats/{chat_id}/messages", json={"content": "2"})
                 assert accepted.status_code == 202
-                wait_for(
-                    lambda: last_assistant(client, chat_id).get("content") == "Next.",
+                wait_for(  # its partial output is checkpointed in_progress first
+                    lambda: (
+                        last_assistant(client, chat_id).get("status") == "completed"
+                        and last_assistant(client, chat_id).get("content") == "Next."
+                    ),
                     "the next turn saved",
                 )
                 statuses = [

@@ -215,7 +215,9 @@ def test_drop_mid_stream_saves_failed_turn_with_partial_text(running: Running) -
         deltas = "".join(
             e["data"]["delta"] for _, e in events if e["type"] == "response.output_text.delta"
         )
-        assert deltas == "Once upon "
+        # a finished turn's deltas are dropped by the bus after its save (docs/events.md):
+        # a read that starts after the end gets none, and the text from output_item.done
+        assert deltas in ("Once upon ", "")
         final = events[-1][1]["data"]
         assert final["status"] == "failed"
         # the partial text went out in its item; the final event refers to it
