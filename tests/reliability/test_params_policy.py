@@ -44,7 +44,7 @@ def routed(tmp_path: Path) -> Iterator[Running]:
                 model="m",
                 params={"temperature": 0.2},
             ),
-            ModelRoute(name="local", kind="ollama", base_url=url, model="m"),
+            ModelRoute(name="ollama", kind="ollama", base_url=url, model="m"),
         ]
         settings = make_settings(tmp_path, upstream, models=routes)
         with ServerThread(settings) as base_url:
@@ -138,6 +138,6 @@ def test_chat_parameters_keep_their_meaning_on_a_responses_upstream(routed: Runn
 
 def test_ollama_gets_its_own_option_names(routed: Running) -> None:
     routed.upstream.route("/api/chat", NDJSONReply(ollama_lines(text="ok")))
-    body = {"model": "local", "messages": ASK, "max_tokens": 5, "seed": 1, "user": "u1"}
+    body = {"model": "ollama", "messages": ASK, "max_tokens": 5, "seed": 1, "user": "u1"}
     sent = _sent(routed, "/v1/chat/completions", body)
     assert sent["options"] == {"num_predict": 5, "seed": 1}  # `user` means nothing to Ollama
