@@ -33,7 +33,13 @@ from toolrelay.adapters.stores.sql_rows import (
     message_row,
     stored,
 )
-from toolrelay.adapters.stores.sql_tree import current_of, place, rows_by_id, tree_of
+from toolrelay.adapters.stores.sql_tree import (
+    current_of,
+    insert_message,
+    place,
+    rows_by_id,
+    tree_of,
+)
 from toolrelay.adapters.stores.tree import branch_ids, sibling_ids
 from toolrelay.core.ids import new_id
 from toolrelay.engine.interfaces import Message
@@ -56,27 +62,12 @@ class MessageRows(SQLParts):
     """`Store`'s message and turn methods over `messages` (and kept tool outputs)."""
 
     async def add_message(self, chat_id: str, message: Mapping[str, Any]) -> str:
-        role, content = message_content(message)
         now = self._now()
+        mid = new_id("msg")
         async with self._write() as session:
             chat = await chat_row(session, chat_id)
-            mid = new_id("msg")
-            row = MessageRow(
-                id=mid,
-                chat_id=chat_id,
-                role=role,
-                content=content,
-                output=[],
-                follow_ups=[],
-                created_at=now,
-                updated_at=now,
-                parent_id=await place(session, chat, mid),
-            )
-            session.add(row)
-            chat.updated_at = now
-            await session.flush()
-            await session.execute(insert(SearchDocRow), [doc_row(chat_id, row.id, content)])
-        return row.id
+            await insert_message(session, chat, mid, message, now, await place(session, chat, mid))
+        return mid
 
     async def add_chats(self, chats: Sequence[NewChat]) -> None:
         """Whole new chats in one transaction, as bulk inserts (`Store.add_chats`): the

@@ -10,6 +10,7 @@ moves it.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import insert, select
@@ -19,7 +20,7 @@ from toolrelay.adapters.stores.base import NotFoundError
 from toolrelay.adapters.stores.models import ChatRow, MessageRow, SearchDocRow
 from toolrelay.adapters.stores.records import message_content
 from toolrelay.adapters.stores.sql_index import doc_row
-from toolrelay.adapters.stores.sql_rows import SQLParts
+from toolrelay.adapters.stores.sql_rows import SQLParts, chat_row
 from toolrelay.adapters.stores.tree import newest_leaf
 from toolrelay.core.ids import new_id
 
@@ -39,6 +40,34 @@ async def place(session: AsyncSession, chat: ChatRow, message_id: str) -> str | 
         return parent
     last = select(MessageRow.id).where(MessageRow.chat_id == chat.id)
     return await session.scalar(last.order_by(MessageRow.seq.desc()).limit(1))
+
+
+async def insert_message(
+    session: AsyncSession,
+    chat: ChatRow,
+    mid: str,
+    message: Mapping[str, Any],
+    now: datetime,
+    parent_id: str | None,
+) -> None:
+    """Add a user/system message under `parent_id` with its search document; the chat
+    counts as updated."""
+    role, content = message_content(message)
+    row = MessageRow(
+        id=mid,
+        chat_id=chat.id,
+        role=role,
+        content=content,
+        output=[],
+        follow_ups=[],
+        created_at=now,
+        updated_at=now,
+        parent_id=parent_id,
+    )
+    session.add(row)
+    chat.updated_at = now
+    await session.flush()
+    await session.execute(insert(SearchDocRow), [doc_row(chat.id, mid, content)])
 
 
 async def current_of(connection: AsyncConnection, chat_id: str) -> str | None:
@@ -82,33 +111,16 @@ class TreeRows(SQLParts):
         parent_id: str | None,
         message_id: str | None = None,
     ) -> str:
-        role, content = message_content(message)
         now = self._now()
         mid = message_id or new_id("msg")
         async with self._write() as session:
-            chat = await session.get(ChatRow, chat_id)
-            if chat is None:
-                raise NotFoundError(f"chat {chat_id!r} not found")
+            chat = await chat_row(session, chat_id)
             if parent_id is not None:
                 owner = select(MessageRow.chat_id).where(MessageRow.id == parent_id)
                 if await session.scalar(owner) != chat_id:
                     raise NotFoundError(f"no message {parent_id!r} in chat {chat_id!r}")
-            row = MessageRow(
-                id=mid,
-                chat_id=chat_id,
-                role=role,
-                content=content,
-                output=[],
-                follow_ups=[],
-                created_at=now,
-                updated_at=now,
-                parent_id=parent_id,
-            )
-            session.add(row)
             chat.current_id = mid
-            chat.updated_at = now
-            await session.flush()
-            await session.execute(insert(SearchDocRow), [doc_row(chat_id, mid, content)])
+            await insert_message(session, chat, mid, message, now, parent_id)
         self._histories.drop(chat_id)
         return mid
 
