@@ -48,18 +48,25 @@ LOCATION_TOOL = [
 def events_answering_tools(
     client: httpx2.Client, chat_id: str, result: Any
 ) -> list[tuple[int, dict[str, Any]]]:
-    """Read the chat's events to the end, answering each `execute:tool` with `result`."""
+    """Read the chat's events to the turn's end, answering each `execute:tool` with
+    `result`. A turn that pauses for the answer ends the stream (a paused turn holds no
+    connection, docs/events.md): read on from the last event, as a client does."""
     seen: list[tuple[int, dict[str, Any]]] = []
-    decoder = SSEDecoder()
-    with client.stream("GET", f"/api/chats/{chat_id}/events") as response:
-        for chunk in response.iter_bytes():
-            for frame in decoder.feed(chunk):
-                event = orjson.loads(frame.data)
-                seen.append((int(frame.id or 0), event))
-                if event["type"] == "execute:tool":
-                    answer = {"id": event["data"]["id"], "result": result}
-                    posted = client.post(f"/api/chats/{chat_id}/tool-results", json=answer)
-                    assert posted.status_code == 202
+    headers: dict[str, str] = {}
+    deadline = time.monotonic() + HANG
+    while not any(event["type"] == "chat:completion" for _, event in seen):
+        assert time.monotonic() < deadline, seen
+        decoder = SSEDecoder()
+        with client.stream("GET", f"/api/chats/{chat_id}/events", headers=headers) as response:
+            for chunk in response.iter_bytes():
+                for frame in decoder.feed(chunk):
+                    event = orjson.loads(frame.data)
+                    seen.append((int(frame.id or 0), event))
+                    if event["type"] == "execute:tool":
+                        answer = {"id": event["data"]["id"], "result": result}
+                        posted = client.post(f"/api/chats/{chat_id}/tool-results", json=answer)
+                        assert posted.status_code == 202
+        headers = {"Last-Event-ID": str(seen[-1][0])} if seen else {}
     return seen
 
 
