@@ -162,9 +162,10 @@ def test_a_post_right_after_the_turn_is_saved_is_accepted(
     with thread as base_url, Running(base_url, upstream, settings).client() as client:
         bus = services(thread).bus
         real_end, real_acquire = bus.end, bus.acquire
-        let_go, refused = threading.Event(), threading.Event()
+        let_go, refused, ending = threading.Event(), threading.Event(), threading.Event()
 
         async def slow_end(name: str) -> None:  # the lease is held until the test says so
+            ending.set()
             await asyncio.to_thread(let_go.wait, HANG)
             await real_end(name)
 
@@ -181,6 +182,9 @@ def test_a_post_right_after_the_turn_is_saved_is_accepted(
             client.post(f"/api/chats/{chat_id}/messages", json={"content": "1"}).status_code == 202
         )
         assert wait_saved(client, chat_id)["content"] == "first"  # saved; the lease still held
+        # only the lease is left: the turn's task is done with everything but giving it back
+        # (posting earlier, the post would wait on the task, which waits on this test)
+        assert ending.wait(HANG)
         codes: list[int] = []
         poster = threading.Thread(
             target=lambda: codes.append(
