@@ -137,3 +137,17 @@ def test_defaults_are_the_older_defaults() -> None:
 def test_an_unknown_keyword_is_an_error() -> None:
     with pytest.raises(TypeError, match="nmae"):
         Relay(ScriptedModel(), nmae="typo")  # type: ignore[call-arg]
+
+
+def test_a_turn_setup_holds_each_option_once_in_its_group() -> None:
+    """A new per-request or model option is one field of its group that the loop reads
+    there (`setup.request.x`, `setup.model.y`), never also a field of `TurnSetup`."""
+    from toolrelay.engine.setup import TurnSetup
+
+    own = {f.name for f in dataclasses.fields(TurnSetup)}
+    grouped = {f.name for f in dataclasses.fields(TurnRequest)}
+    grouped |= {f.name for f in dataclasses.fields(ModelOptions)}
+    assert {"request", "model", "tools", "code"} <= own
+    # `messages`: the history after the inlets; `request`: the group (`TurnRequest.request`
+    # is the `__request__` object)
+    assert own & grouped == {"messages", "request"}

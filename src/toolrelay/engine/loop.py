@@ -17,9 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
-from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any, assert_never, cast
 
 from toolrelay.core import events as ev
@@ -33,10 +31,9 @@ from toolrelay.core.items import (
     is_call_output,
     updated,
 )
-from toolrelay.core.prompt.rag import RagSnapshot, inject, take_snapshot
+from toolrelay.core.prompt.rag import inject, take_snapshot
 from toolrelay.core.stream.deltas import ErrorDelta
 from toolrelay.core.stream.reader import BodyReader, ReadResult
-from toolrelay.core.stream.think_tags import TagConfig
 from toolrelay.core.text_calls.parse import callable_names
 from toolrelay.core.turn.budget import over_budget, turn_cost
 from toolrelay.core.turn.decide import (
@@ -53,7 +50,6 @@ from toolrelay.core.turn.decide import (
 from toolrelay.core.turn.status import TurnStatus
 from toolrelay.core.turn.usage import merge_usage
 from toolrelay.engine.checkpoint import (
-    Checkpoints,
     Saver,
     TurnPaused,
     TurnState,
@@ -63,27 +59,17 @@ from toolrelay.engine.checkpoint import (
 from toolrelay.engine.coalesce import Coalescer
 from toolrelay.engine.context_fit import ContextFit
 from toolrelay.engine.continuation import joined
-from toolrelay.engine.finish import Finisher, RunResult, TurnEnd
-from toolrelay.engine.interfaces import (
-    EventSink,
-    Message,
-    ModelClient,
-    ModelRequest,
-    ModelStream,
-    Tool,
-    ToolContext,
-)
+from toolrelay.engine.finish import RunResult, TurnEnd
+from toolrelay.engine.interfaces import Message, ModelRequest, ModelStream, Tool
 from toolrelay.engine.interpreter import (
     CodeBudget,
     CodeJob,
-    CodeRunner,
     code_output,
     code_session,
     without_code_images,
 )
-from toolrelay.engine.limits import RunLimits
-from toolrelay.engine.observer import ModelCall, Observer, TurnObserver, TurnStart, TurnSummary
-from toolrelay.engine.pending import PendingCalls
+from toolrelay.engine.observer import ModelCall, TurnObserver, TurnStart, TurnSummary
+from toolrelay.engine.setup import TurnSetup
 from toolrelay.engine.text_call_rounds import answered_again, text_call_request
 from toolrelay.engine.tool_runner import BatchOutcome, RepeatsStopped, ToolEnv, run_batch
 from toolrelay.engine.tool_select import all_picked_ran, calling_params, select_tools
@@ -92,65 +78,17 @@ from toolrelay.errors import ProviderError
 log = logging.getLogger(__name__)
 
 
-@dataclass(slots=True)
-class TurnSetup:
-    """Everything one turn needs; built by `Relay` or the server."""
-
-    model: ModelClient
-    messages: Sequence[Message]
-    sink: EventSink
-    finisher: Finisher
-    tools: Mapping[str, Tool] = field(default_factory=dict)
-    tool_specs: Sequence[Mapping[str, Any]] | None = None
-    """The tools' specs for the model, in `tools` order; None: made from `tools` (a
-    `Toolbox` hands the ones it made once, so a turn does not remake them)."""
-    limits: RunLimits = field(default_factory=RunLimits)
-    pending: PendingCalls = field(default_factory=PendingCalls)
-    context: ToolContext = field(default_factory=ToolContext)
-    params: Mapping[str, Any] = field(default_factory=dict)
-    tags: TagConfig | None = field(default_factory=TagConfig)
-    code_runner: CodeRunner | None = None
-    code_budget: CodeBudget | None = None
-    """Code runs left this turn, shared with `execute_code`; None: `interpreter_retries`."""
-    rag: RagSnapshot | None = None
-    deferred: frozenset[str] = frozenset()
-    """Tool names whose calls end the turn unexecuted (client runs them)."""
-    text_tool_calls: bool = False
-    """Calls to offered tools that the model writes as text become real calls (issue 14)."""
-    tool_choice_step: bool = False
-    """Before the first model call, the model picks the tools the turn is offered
-    (`engine.tool_select`, issue 28): for small models offered many tools."""
-    max_tools_per_call: int = 2
-    """With `tool_choice_step`: at most this many tools are offered."""
-    clock: Callable[[], float] = time.monotonic
-    context_tokens: int | None = None
-    """Tokens the model reads: each request's history is trimmed to fit (`engine.context_fit`)."""
-    observer: Observer | None = None
-    """Logs, metrics, traces (`engine.observer`); None skips every hook."""
-    checkpoints: Checkpoints | None = None
-    """Where the turn's state goes at each step boundary (`engine.checkpoint`); None: nowhere."""
-    resume: TurnState | None = None
-    """A saved state to go on from instead of starting (`engine.checkpoint`)."""
-    prices: Mapping[str, float] | None = None
-    """The route's price per million tokens (`input`, `output`): the turn's `usage.cost`."""
-    refilter: Callable[[int], Awaitable[Sequence[Message]]] | None = None
-    """The history for model call N (N > 0) through the inlet filters again; None: as is."""
-    pause: bool = False
-    """With `checkpoints`: a call waiting for an answer pauses the turn (`TurnPaused`)."""
-    continues: str | None = None
-    """With `resume`: the cut message item the first response goes on writing
-    (`engine.continuation`)."""
-
-
 class Turn:
     """One assistant turn; `run()` returns its result or re-raises cancellation."""
 
     def __init__(self, setup: TurnSetup) -> None:
         self.setup = setup
+        self.messages = setup.messages
+        """The history the model reads; the inlets may make it anew per model call."""
         self.output: list[Item] = []
         self.usage: dict[str, Any] = {}
         self.iterations = 0
-        self.code_budget = setup.code_budget or CodeBudget(setup.limits.interpreter_retries)
+        self.code_budget = setup.code.budget or CodeBudget(setup.limits.interpreter_retries)
         self.response_id: str | None = None
         self.finish_reason: str | None = None
         self.sources: list[dict[str, Any]] = []
@@ -164,43 +102,51 @@ class Turn:
         self.emitter = Coalescer(
             setup.sink, window=limits.coalesce_ms / 1000, max_chunks=limits.coalesce_chunks
         )
+        tools = setup.tools
         self.tool_env = ToolEnv(
-            setup.tools,
+            tools.tools,
             limits,
-            setup.context,
+            tools.context,
             self._emit_tool,
-            setup.pending,
+            tools.pending,
             quiet=self.emitter.quiet,
         )
         self._tool_specs = (
-            [t.spec.openai_spec() for t in setup.tools.values()]
-            if setup.tool_specs is None
-            else setup.tool_specs
+            [t.spec.openai_spec() for t in tools.tools.values()]
+            if tools.specs is None
+            else tools.specs
         )
-        self._offered: Collection[str] = setup.tools.keys()
+        self._offered: Collection[str] = tools.tools.keys()
         """Names a call written as text may use: every tool, or the selection's."""
         self._picked = False
         """The tool-selection step chose the offered tools (`engine.tool_select`)."""
         self._replay = ChatReplay()
+        model = setup.model
         self._fit = (
-            ContextFit(setup.context_tokens, specs=self._tool_specs, params=setup.params)
-            if setup.context_tokens
+            ContextFit(model.context_tokens, specs=self._tool_specs, params=model.params)
+            if model.context_tokens
             else None
         )
+        request = setup.request
+        self._rag = take_snapshot(self.messages, request.sources) if request.sources else None
+        self._deferred = frozenset(request.deferred)
+        self._continues = request.continues
+        """The cut message item the first response goes on writing (`engine.continuation`)."""
         self.watch: TurnObserver | None = None
         self._ids_of: Sequence[Message] | None = None
         self._history_ids: set[str] = set()
         self._output_ids: set[str] = set()
         self._ids_seen = 0
-        self._saver = Saver(setup.checkpoints) if setup.checkpoints is not None else None
+        checkpoints = request.checkpoints
+        self._saver = Saver(checkpoints) if checkpoints is not None else None
         self._batch = TurnState()
         """The running batch's call ids and finished results (only `running`, `results`)."""
         if self._saver is not None:
             self.tool_env.on_started = self._call_started
             self.tool_env.on_finished = self._call_finished
-            self.tool_env.pausable = setup.pause
-        if setup.resume is not None:
-            state = setup.resume
+            self.tool_env.pausable = request.pause
+        if request.resume is not None:
+            state = request.resume
             self.output, self.usage = list(state.output), dict(state.usage)
             self.iterations, self.steps = state.iterations, list(state.steps)
 
@@ -208,7 +154,7 @@ class Turn:
         observer = self.setup.observer
         if observer is None:
             return await self._run()
-        ctx = self.setup.context
+        ctx = self.setup.tools.context
         start = TurnStart(ctx.message_id or "", ctx.chat_id, self.setup.finisher.model_name)
         with observer.turn(start) as watch:
             self.watch = self.tool_env.watch = watch
@@ -225,7 +171,7 @@ class Turn:
         except Exception as exc:  # invariant 3 holds for bugs too: a failed turn, never a crash
             if self._finishing:  # finishing again would fail the same way (a failed save)
                 raise
-            log.exception("turn %s crashed", self.setup.context.message_id)
+            log.exception("turn %s crashed", self.setup.tools.context.message_id)
             return await self._crashed(exc)
         finally:
             self.tool_env.timer.close()
@@ -233,7 +179,7 @@ class Turn:
 
     async def _after(self, result: RunResult) -> RunResult:
         """Background tasks once the final event is out; a cancel here keeps the saved turn."""
-        result = await self.setup.finisher.after(self.setup.messages, result, self.emitter.emit)
+        result = await self.setup.finisher.after(self.messages, result, self.emitter.emit)
         await self.emitter.flush()
         return result
 
@@ -253,7 +199,7 @@ class Turn:
                     return await self._finish(TurnStatus.COMPLETED, None)
                 case RunTools(calls):
                     new_from = len(self.output)
-                    if self.setup.text_tool_calls and await self._answered_again(calls):
+                    if self.setup.model.text_tool_calls and await self._answered_again(calls):
                         with_tools = False  # answer now (`engine.text_call_rounds`, rule 2)
                         continue
                     batch = await self._run_tools(calls)
@@ -278,23 +224,23 @@ class Turn:
 
     async def _begin(self) -> None:
         """A resumed turn goes on from its saved state; a new one may first pick its tools."""
-        if self.setup.resume is not None:
-            await self._resume(self.setup.resume)
-        elif self.setup.tool_choice_step:
+        if self.setup.request.resume is not None:
+            await self._resume(self.setup.request.resume)
+        elif self.setup.model.tool_choice_step:
             await self._select_tools()
 
     async def _select_tools(self) -> None:
         """Offer the turn only the tools the model says it needs (`engine.tool_select`)."""
-        setup = self.setup
-        if not self._tool_specs or setup.params.get("tool_choice", "auto") != "auto":
+        setup, model = self.setup, self.setup.model
+        if not self._tool_specs or model.params.get("tool_choice", "auto") != "auto":
             return
         start = setup.clock()
         chosen = await select_tools(
-            setup.model,
-            setup.messages,
+            setup.client,
+            self.messages,
             self._tool_specs,
-            setup.params,
-            setup.max_tools_per_call,
+            model.params,
+            model.max_tools_per_call,
         )
         self._tool_specs, self._offered = chosen.specs, frozenset(chosen.names)
         self._picked = not chosen.fallback
@@ -310,12 +256,12 @@ class Turn:
         refilter = self.setup.refilter
         calls = sum(1 for s in self.steps if s["step"] == "model")
         if refilter is not None and calls > 0:
-            self.setup.messages = await refilter(calls)
+            self.messages = await refilter(calls)
 
     def _decide(self, read: ReadResult) -> Outcome:
         limits = self.setup.limits
         budget = self.code_budget
-        code_limit = budget.limit if self.setup.code_runner is not None else 0
+        code_limit = budget.limit if self.setup.code.runner is not None else 0
         return decide(
             Step(
                 output=read.output,
@@ -323,7 +269,7 @@ class Turn:
                 error=read.error,
                 iterations=self.iterations,
                 max_iterations=limits.max_iterations,
-                deferred_names=self.setup.deferred,
+                deferred_names=self._deferred,
                 code_runs=budget.used,
                 code_limit=code_limit,
             )
@@ -332,12 +278,12 @@ class Turn:
     def _request(self, new_from: int, *, with_tools: bool = True) -> ModelRequest:
         """The next request. It always names the previous response of this turn: a stateful
         client continues from it (R14), any other ignores it (the flag lives on the client)."""
-        setup = self.setup
-        messages = setup.messages
-        if self.sources and setup.rag is None:  # tool citations: re-inject them as markers (R11)
-            setup.rag = take_snapshot(messages, ())
-        if setup.rag is not None:
-            messages = inject(messages, setup.rag, tool_sources=self.sources)
+        model = self.setup.model
+        messages = self.messages
+        if self.sources and self._rag is None:  # tool citations: re-inject them as markers (R11)
+            self._rag = take_snapshot(messages, ())
+        if self._rag is not None:
+            messages = inject(messages, self._rag, tool_sources=self.sources)
         if self._fit is not None:
             messages = self._fit.fit(messages, self.output)
         continues = with_tools and self.response_id is not None
@@ -346,12 +292,12 @@ class Turn:
             messages=messages,
             output=list(self.output),
             tools=self._tool_specs if with_tools else [],
-            params=calling_params(setup.params) if calling else setup.params,
+            params=calling_params(model.params) if calling else model.params,
             previous_response_id=self.response_id if continues else None,
             new_items_from=new_from if continues else 0,
             replay=self._replay,
         )
-        return text_call_request(request) if setup.text_tool_calls else request
+        return text_call_request(request) if model.text_tool_calls else request
 
     async def _read(self, request: ModelRequest) -> ReadResult:
         """Read one response to its end; faults become the result's error."""
@@ -382,7 +328,7 @@ class Turn:
         setup = self.setup
         opened = setup.clock() if call is not None else 0.0
         try:
-            stream = await setup.model.open(request)
+            stream = await setup.client.open(request)
         except ProviderError as exc:
             await self.emitter.emit(_error_event(exc.message))
             return ReadResult([], None, None, exc.message, None, True)
@@ -390,18 +336,18 @@ class Turn:
             call.ttfb_s = setup.clock() - opened
         reader = self._reader = BodyReader(
             stream.format,
-            tags=setup.tags,
+            tags=setup.model.tags,
             clock=setup.clock,
             offset=len(self.output),
             quiet=self.emitter.quiet,
             call_ids=self._used_call_ids(request.messages),
             text_tools=callable_names(self._offered, request.params.get("tool_choice"))
-            if setup.text_tool_calls and request.tools
+            if setup.model.text_tool_calls and request.tools
             else (),
         )
         dropped = False
         emit_many, feed, acc = self.emitter.emit_many, reader.feed, reader.acc
-        quiet, runs_code = self.emitter.quiet, setup.code_runner is not None
+        quiet, runs_code = self.emitter.quiet, setup.code.runner is not None
         try:
             async for chunk in stream:
                 events = feed(chunk)
@@ -437,7 +383,7 @@ class Turn:
         return self._history_ids | ids
 
     def _absorb(self, read: ReadResult) -> ReadResult:
-        continues, self.setup.continues = self.setup.continues, None  # the first response
+        continues, self._continues = self._continues, None  # the first response
         whole = joined(self.output, read.output, continues) if continues else None
         if whole is None:
             self.output.extend(read.output)
@@ -445,8 +391,9 @@ class Turn:
             self.output[:] = whole
         if read.usage:
             self.usage = merge_usage(self.usage, read.usage)
-            if self.setup.prices:  # the route's price table says what it cost
-                self.usage["cost"] = turn_cost(self.usage, self.setup.prices)
+            prices = self.setup.model.prices
+            if prices:  # the route's price table says what it cost
+                self.usage["cost"] = turn_cost(self.usage, prices)
         if read.response_id:
             self.response_id = read.response_id
         self.finish_reason = read.finish_reason
@@ -461,7 +408,7 @@ class Turn:
         self.iterations += 1
         start = self.setup.clock()
         if self._saver is not None:  # the response asking for them, and what may act now
-            tools = self.setup.tools
+            tools = self.setup.tools.tools
             self._batch.running = [c["call_id"] for c in calls if not _waits(tools, c)]
             await self._checkpoint()
         batch = await run_batch(calls, self.tool_env, base_index=len(self.output))
@@ -513,8 +460,8 @@ class Turn:
         get their kept result, an `interrupted` one, or are run (`engine.checkpoint`)."""
         await self.emitter.emit(ev.event(ev.TURN_RESUMED, {"output": list(self.output)}))
         for call_id, answer in state.answers.items():  # what paused it: the calls read them
-            self.setup.pending.resolve(state.answer_key(call_id), answer)
-        plan = plan_resume(state, self.setup.tools)
+            self.setup.tools.pending.resolve(state.answer_key(call_id), answer)
+        plan = plan_resume(state, self.setup.tools.tools)
         base = len(self.output)
         kept = ordered_outputs(self.output, plan.kept)
         for i, item in enumerate(kept):
@@ -535,7 +482,7 @@ class Turn:
     async def _answered_again(self, calls: Sequence[FunctionCallItem]) -> bool:
         """Calls that all repeat answered ones get the earlier results, not run (a text-call
         route: `engine.text_call_rounds`, rule 2); False when there is something to run."""
-        results = answered_again(calls, self.output, self.setup.tools)
+        results = answered_again(calls, self.output, self.setup.tools.tools)
         if results is None:
             return False
         self.iterations += 1  # a round all the same: the cap still bounds the turn
@@ -548,7 +495,7 @@ class Turn:
         return True
 
     async def _run_code(self, item: CodeInterpreterItem) -> None:
-        runner = self.setup.code_runner
+        runner = self.setup.code.runner
         assert runner is not None
         self.code_budget.take()  # `decide` ran this block only while runs were left
         call_id = item["id"]
@@ -557,7 +504,7 @@ class Turn:
             output = cast(ev.CodeOutputData, {"call_id": call_id, **data})  # a runner's `kind`, …
             await self.emitter.emit(ev.event(ev.CODE_OUTPUT, output))
 
-        context = self.setup.context
+        context = self.setup.tools.context
         job = CodeJob(
             session=code_session(context.chat_id, context.user), call_id=call_id, on_output=live
         )
@@ -621,7 +568,7 @@ class Turn:
             reason = finish_reason or self.finish_reason
             self.watch.finished(self._summary(status, error, timings["total_s"], reason))
         end = TurnEnd(
-            messages=self.setup.messages,
+            messages=self.messages,
             output=without_code_images(self.output),
             usage=self.usage,
             status=status,

@@ -11,7 +11,6 @@ from toolrelay.core import events as ev
 from toolrelay.core.events import Event, as_source
 from toolrelay.core.formats.transcript import repair_history
 from toolrelay.core.ids import new_id
-from toolrelay.core.prompt.rag import take_snapshot
 from toolrelay.core.stream.think_tags import TagConfig
 from toolrelay.core.tools.code_gates import code_interpreter_allowed
 from toolrelay.engine.code_tool import CODE_TOOL_NAME, CodeTool
@@ -39,11 +38,12 @@ from toolrelay.engine.interfaces import (
 )
 from toolrelay.engine.interpreter import CodeBudget, CodeRunner
 from toolrelay.engine.limits import RunLimits
-from toolrelay.engine.loop import Turn, TurnSetup
+from toolrelay.engine.loop import Turn
 from toolrelay.engine.observer import Observer
 from toolrelay.engine.options import CodeOptions, LegacyOptions, ModelOptions, TaskOptions, grouped
 from toolrelay.engine.pending import PendingCalls
 from toolrelay.engine.request import TurnRequest
+from toolrelay.engine.setup import TurnCode, TurnSetup, TurnTools
 from toolrelay.engine.sinks import NullSink, stream_events
 from toolrelay.engine.toolbox import CheckedTools, ToolOffer, checked_toolbox
 from toolrelay.errors import ToolError
@@ -190,7 +190,7 @@ class Relay:
         else:
             history = repair_history(history)
         setup = TurnSetup(
-            model=self.model,
+            client=self.model,
             messages=history,
             sink=sink,
             finisher=Finisher(
@@ -204,40 +204,36 @@ class Relay:
                 model_name=self.name,
                 extra=extra,
             ),
-            tools=tools,
-            tool_specs=specs,
-            limits=self.limits,
-            pending=self.pending,
-            context=ToolContext(
-                messages=history,
-                files=files,
-                user=user,
-                metadata=meta,
-                chat_id=chat_id,
-                message_id=message_id,
-                event_emitter=emitter,
-                event_call=self._caller(sink),
-                model=info,
-                request=request,
-                tools=tools_param,
+            request=turn.but(checkpoints=checkpoints) if runs is not None else turn,
+            model=dataclasses.replace(
+                self.options,
+                params={**self.params, **(params or {})},
+                tags=tags,
+                context_tokens=self.context_tokens,
+                prices=self.prices,
             ),
-            params={**self.params, **(params or {})},
-            tags=tags,
-            code_runner=code_runner,
-            code_budget=budget,
-            rag=take_snapshot(history, sources) if sources else None,
-            deferred=frozenset(turn.deferred),
-            text_tool_calls=self.text_tool_calls,
-            tool_choice_step=self.tool_choice_step,
-            max_tools_per_call=self.max_tools_per_call,
+            tools=TurnTools(
+                tools=tools,
+                specs=specs,
+                context=ToolContext(
+                    messages=history,
+                    files=files,
+                    user=user,
+                    metadata=meta,
+                    chat_id=chat_id,
+                    message_id=message_id,
+                    event_emitter=emitter,
+                    event_call=self._caller(sink),
+                    model=info,
+                    request=request,
+                    tools=tools_param,
+                ),
+                pending=self.pending,
+            ),
+            code=TurnCode(runner=code_runner, budget=budget),
+            limits=self.limits,
             observer=self.observer,
-            context_tokens=self.context_tokens,
-            checkpoints=checkpoints,
-            resume=turn.resume,
             refilter=refilter,
-            prices=self.prices,
-            pause=turn.pause,
-            continues=turn.continues,
         )
         if sources and not isinstance(sink, NullSink):  # the sources shown with the answer
             for source in sources:
