@@ -5,14 +5,17 @@ only those, none when it says none, and every tool when its reply says nothing u
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from toolrelay import Relay, tool
 from toolrelay.adapters.models import OpenAIChat
+from toolrelay.adapters.stores.sql import SQLStore
 from toolrelay.core import events as ev
-from toolrelay.engine.tool_select import SELECT_PROMPT, chosen_names
+from toolrelay.engine.checkpoint import TurnPaused, TurnState
+from toolrelay.engine.tool_select import SELECT_PROMPT, chosen_names, not_started
 from toolrelay.testing import FakeModelServer, JSONReply, SSEReply
 from toolrelay.testing.sinks import ListSink
 from toolrelay.testing.wire import chat_chunks
@@ -167,3 +170,68 @@ def test_reading_the_reply() -> None:
     assert chosen_names("functions.get_time", NAMES, 2) == ["get_time"]
     assert chosen_names("None.", NAMES, 2) == []
     assert chosen_names("get_weather then get_time", NAMES, 1) == ["get_weather"]
+
+
+@tool(requires_approval=True)
+def wire(amount: int) -> str:
+    """Wire money (asks first)."""
+    return f"wired {amount}"
+
+
+async def _chat(url: str) -> str:
+    store = await SQLStore.open(url)
+    try:
+        user = await store.create_user("library")
+        return (await store.create_chat(user.id)).id
+    finally:
+        await store.close()
+
+
+@pytest.mark.parametrize(
+    ("picked", "then_offered"),
+    [(["get_time", "wire"], ["get_time", "wire"]), (["wire"], [])],
+)
+async def test_a_resumed_turn_keeps_the_steps_choice(
+    server: FakeModelServer, tmp_path: Path, picked: list[str], then_offered: list[str]
+) -> None:
+    """The choice is checkpointed with the turn: resumed by a fresh relay (the process that
+    chose is gone), the turn is offered what was picked, or nothing once all of it ran."""
+    url = f"sqlite+aiosqlite:///{tmp_path / 'chats.db'}"
+    chat_id = await _chat(url)
+    tools = [*TOOLS, wire]
+    server.script(says(" and ".join(picked)), says('{"name": "wire", "arguments": {"amount": 5}}'))
+    store = await SQLStore.open(url)
+    model = OpenAIChat(base_url=server.base_url, model="small")
+    relay = Relay(model, tools, store=store, text_tool_calls=True, tool_choice_step=True, tasks=())
+    with pytest.raises(TurnPaused) as paused:
+        await relay.run("Pay 5 now.", chat_id=chat_id, durable=True, pause=True)
+    await relay.aclose()
+    await store.close()
+    assert offered(server.requests[1].json) == picked
+
+    server.requests.clear()
+    server.script(says("Paid."))
+    store = await SQLStore.open(url)
+    model = OpenAIChat(base_url=server.base_url, model="small")
+    relay = Relay(model, tools, store=store, text_tool_calls=True, tool_choice_step=True, tasks=())
+    try:
+        relay.approve(next(iter(paused.value.waiting)))
+        result = await relay.resume(chat_id)
+    finally:
+        await relay.aclose()
+        await store.close()
+    assert result.text == "Paid."
+    (request,) = server.requests  # no second selection step
+    assert offered(request.json) == then_offered
+    assert "wired 5" in str(request.json["messages"])
+
+
+def test_the_choice_round_trips_through_the_checkpoint() -> None:
+    state = TurnState.from_json(TurnState(picked=["get_time"]).to_json())
+    assert state.picked == ["get_time"]
+    assert TurnState.from_json(TurnState().to_json()).picked is None
+    assert TurnState.from_json(TurnState(picked=[]).to_json()).picked == []  # chose none
+    # a turn cut before it chose and before any response picks when it resumes
+    assert not_started(TurnState())
+    assert not not_started(TurnState(picked=[]))
+    assert not not_started(TurnState(steps=[{"step": "model", "s": 1.0}]))

@@ -59,6 +59,9 @@ class TurnState:
     answers: dict[str, Any] = field(default_factory=dict)
     """Answers given to waiting calls, by call id (what `Relay.approve` and
     `submit_tool_result` would resolve), fed to the calls when the turn goes on."""
+    picked: list[str] | None = None
+    """The tools the tool-selection step chose for the turn (`engine.tool_select`), so a
+    resumed turn is offered the same ones; None: no choice made (every tool offered)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -71,6 +74,7 @@ class TurnState:
             "results": dict(self.results),
             "waiting": dict(self.waiting),
             "answers": dict(self.answers),
+            "picked": None if self.picked is None else list(self.picked),
         }
 
     @classmethod
@@ -79,6 +83,7 @@ class TurnState:
         if not isinstance(data, Mapping) or data.get("v") != STATE_VERSION:
             raise ValueError("the turn's checkpoint is from another version")
         output, results = data.get("output"), data.get("results")
+        picked = data.get("picked")
         if not isinstance(output, list) or not isinstance(results, Mapping):
             raise ValueError("the turn's checkpoint is damaged")
         return cls(
@@ -90,6 +95,7 @@ class TurnState:
             results={str(k): v for k, v in results.items()},
             waiting={str(k): str(v) for k, v in (data.get("waiting") or {}).items()},
             answers={str(k): v for k, v in (data.get("answers") or {}).items()},
+            picked=[str(n) for n in picked] if isinstance(picked, list) else None,
         )
 
     def answer_key(self, call_id: str) -> str:

@@ -72,7 +72,13 @@ from toolrelay.engine.observer import ModelCall, TurnObserver, TurnStart, TurnSu
 from toolrelay.engine.setup import TurnSetup
 from toolrelay.engine.text_call_rounds import answered_again, text_call_request
 from toolrelay.engine.tool_runner import BatchOutcome, RepeatsStopped, ToolEnv, run_batch
-from toolrelay.engine.tool_select import all_picked_ran, calling_params, select_tools
+from toolrelay.engine.tool_select import (
+    all_picked_ran,
+    calling_params,
+    not_started,
+    only,
+    select_tools,
+)
 from toolrelay.errors import ProviderError
 
 log = logging.getLogger(__name__)
@@ -118,8 +124,8 @@ class Turn:
         )
         self._offered: Collection[str] = tools.tools.keys()
         """Names a call written as text may use: every tool, or the selection's."""
-        self._picked = False
-        """The tool-selection step chose the offered tools (`engine.tool_select`)."""
+        self._choice: list[str] | None = None
+        """The tools the selection step chose (`engine.tool_select`); None: no choice."""
         self._replay = ChatReplay()
         model = setup.model
         self._fit = (
@@ -149,6 +155,8 @@ class Turn:
             state = request.resume
             self.output, self.usage = list(state.output), dict(state.usage)
             self.iterations, self.steps = state.iterations, list(state.steps)
+            if state.picked is not None:  # the step's choice, kept with the turn
+                self._offer_only(state.picked)
 
     async def run(self) -> RunResult:
         observer = self.setup.observer
@@ -185,8 +193,8 @@ class Turn:
 
     async def _loop(self) -> RunResult:
         new_from = 0
-        with_tools = True
         await self._begin()
+        with_tools = not self._picked_all_ran()  # a resumed turn may be past its tools
         while True:
             await self._refilter()
             read = await self._read(self._request(new_from, with_tools=with_tools))
@@ -223,11 +231,13 @@ class Turn:
                     assert_never(outcome)
 
     async def _begin(self) -> None:
-        """A resumed turn goes on from its saved state; a new one may first pick its tools."""
-        if self.setup.request.resume is not None:
-            await self._resume(self.setup.request.resume)
-        elif self.setup.model.tool_choice_step:
+        """A new turn may first pick its tools; a resumed one goes on from its saved state,
+        with the tools picked before it stopped (picked now if it stopped before that)."""
+        resume = self.setup.request.resume
+        if self.setup.model.tool_choice_step and (resume is None or not_started(resume)):
             await self._select_tools()
+        if resume is not None:
+            await self._resume(resume)
 
     async def _select_tools(self) -> None:
         """Offer the turn only the tools the model says it needs (`engine.tool_select`)."""
@@ -242,14 +252,18 @@ class Turn:
             model.params,
             model.max_tools_per_call,
         )
-        self._tool_specs, self._offered = chosen.specs, frozenset(chosen.names)
-        self._picked = not chosen.fallback
+        if not chosen.fallback:
+            self._offer_only(chosen.names)
         step = {"step": "select_tools", "s": round(setup.clock() - start, 4)}
         self.steps.append({**step, "tools": chosen.names, "fallback": chosen.fallback})
 
+    def _offer_only(self, names: Sequence[str]) -> None:
+        self._choice = list(names)
+        self._tool_specs, self._offered = only(self._tool_specs, names), frozenset(names)
+
     def _picked_all_ran(self) -> bool:
         """Every tool the selection step picked has a result this turn: ask for the answer."""
-        return self._picked and all_picked_ran(self._offered, self.output)
+        return self._choice is not None and all_picked_ran(self._choice, self.output)
 
     async def _refilter(self) -> None:
         """Inlets on each later model call (`Relay`'s `_Inlets`): from the client's history."""
@@ -287,7 +301,7 @@ class Turn:
         if self._fit is not None:
             messages = self._fit.fit(messages, self.output)
         continues = with_tools and self.response_id is not None
-        calling = with_tools and self._picked and bool(self._tool_specs)
+        calling = with_tools and self._choice is not None and bool(self._tool_specs)
         request = ModelRequest(
             messages=messages,
             output=list(self.output),
@@ -434,6 +448,7 @@ class Turn:
                 batch.running,
                 batch.results,
                 batch.waiting,
+                picked=self._choice,
             )
             await self._saver.save(state)
 

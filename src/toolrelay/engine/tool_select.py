@@ -44,6 +44,7 @@ from typing import Any, Final
 
 from toolrelay.core.items import is_call, is_call_output, output_text
 from toolrelay.core.stream.reader import BodyReader
+from toolrelay.engine.checkpoint import TurnState
 from toolrelay.engine.interfaces import Message, ModelClient, ModelRequest
 from toolrelay.engine.tasks import plain_text
 
@@ -53,6 +54,8 @@ __all__ = [
     "all_picked_ran",
     "calling_params",
     "chosen_names",
+    "not_started",
+    "only",
     "select_tools",
     "selection_request",
 ]
@@ -162,8 +165,19 @@ async def select_tools(
         log.warning("tool selection failed, offering every tool: %s", exc)
         return Selection(list(specs), names, "", fallback=True)
     chosen = chosen_names(reply, names, limit)
-    keep = set(chosen)
-    return Selection([s for s in specs if _name(s) in keep], chosen, reply, fallback=False)
+    return Selection(only(specs, chosen), chosen, reply, fallback=False)
+
+
+def only(specs: Sequence[Mapping[str, Any]], names: Collection[str]) -> list[Mapping[str, Any]]:
+    """The specs of `names`, in `specs` order."""
+    keep = set(names)
+    return [s for s in specs if _name(s) in keep]
+
+
+def not_started(state: TurnState) -> bool:
+    """A saved turn that stopped before its step chose and before any model response: the
+    step runs when it resumes (a choice is kept in the state from the first checkpoint)."""
+    return state.picked is None and not any(s.get("step") == "model" for s in state.steps)
 
 
 def all_picked_ran(picked: Collection[str], output: Sequence[Mapping[str, Any]]) -> bool:
