@@ -26,12 +26,11 @@ import time
 from pathlib import Path
 
 import httpx2
-import orjson
 import pytest
 from benchmarks.harness import ADMIN_KEY, ServerProcess, write_config
 
 from tests.patience import HANG
-from toolrelay.core.stream.framing import SSEDecoder
+from toolrelay.events import ChatStreamReader
 from toolrelay.testing.fake_server import FakeModelServer, SSEReply
 from toolrelay.testing.wire import chat_chunks
 
@@ -43,13 +42,13 @@ ANSWER = SSEReply(chat_chunks(text=["Yes", ",", " fine", "."]))
 def _answered(client: httpx2.Client, chat_id: str, after: int) -> int:
     """Follow the chat's events from `after` until this turn's answer is complete (its
     message item done) or the turn ended; the last seq read."""
-    decoder = SSEDecoder()
+    decoder = ChatStreamReader()
     headers = {"Last-Event-ID": str(after)}
     with client.stream("GET", f"/api/chats/{chat_id}/events", headers=headers) as response:
         for chunk in response.iter_bytes():
-            for frame in decoder.feed(chunk):
-                after = max(after, int(frame.id or 0))
-                event = orjson.loads(frame.data)
+            for frame_id, whole in decoder.feed(chunk):
+                after = max(after, int(frame_id or 0))
+                event = whole.to_dict()
                 kind, data = event["type"], event["data"]
                 item = data.get("item") or {}
                 if kind == "response.output_item.done" and item.get("type") == "message":

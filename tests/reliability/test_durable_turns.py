@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx2
-import orjson
 import pytest
 from benchmarks.harness import ADMIN_KEY, ServerProcess, write_config
 
@@ -142,14 +141,14 @@ def _approval(client: httpx2.Client, chat_id: str, *, after: int) -> tuple[int, 
     """The seq and call id of the first `tool:approval` after `after`."""
     url = f"/api/chats/{chat_id}/events"
     with client.stream("GET", url, headers={"Last-Event-ID": str(after)}) as response:
-        from toolrelay.core.stream.framing import SSEDecoder
+        from toolrelay.events import ChatStreamReader
 
-        decoder = SSEDecoder()
+        decoder = ChatStreamReader()
         for chunk in response.iter_bytes():
-            for frame in decoder.feed(chunk):
-                event = orjson.loads(frame.data)
+            for frame_id, whole in decoder.feed(chunk):
+                event = whole.to_dict()
                 if event["type"] == "tool:approval":
-                    return int(frame.id or 0), str(event["data"]["id"])
+                    return int(frame_id or 0), str(event["data"]["id"])
     raise AssertionError("no approval asked")
 
 

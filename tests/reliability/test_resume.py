@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx2
-import orjson
 import pytest
 
 from tests.reliability.conftest import BACKENDS, database, events_url
@@ -15,7 +14,7 @@ from tests.reliability.test_turn_lock import services
 from tests.server.conftest import Running, ServerThread, make_settings
 from tests.server.test_chats_api import new_chat, read_events, wait_saved
 from toolrelay.adapters.events.memory import MemoryBus
-from toolrelay.core.stream.framing import SSEDecoder
+from toolrelay.events import ChatStreamReader
 from toolrelay.testing.fake_server import FakeModelServer, SSEReply
 from toolrelay.testing.wire import chat_chunks
 
@@ -38,13 +37,13 @@ def read_until_end(
 ) -> list[tuple[int, dict[str, Any]]]:
     """`read_events` that fails instead of hanging: keep-alives let it check a deadline."""
     out: list[tuple[int, dict[str, Any]]] = []
-    decoder = SSEDecoder()
+    decoder = ChatStreamReader()
     deadline = time.monotonic() + limit
     url = f"/api/chats/{chat_id}/events"
     with client.stream("GET", url, headers={"Last-Event-ID": str(last)}) as response:
         assert response.status_code == 200
         for chunk in response.iter_bytes():
-            out += [(int(f.id or 0), orjson.loads(f.data)) for f in decoder.feed(chunk)]
+            out += [(int(i or 0), e.to_dict()) for i, e in decoder.feed(chunk)]
             if time.monotonic() > deadline:
                 raise AssertionError(f"the stream did not end: {out}")
     return out
@@ -65,13 +64,13 @@ def follow(client: httpx2.Client, chat_id: str, last: int) -> list[tuple[int, di
 
 def first_event_after(client: httpx2.Client, chat_id: str, after: int) -> dict[str, Any]:
     """The first event of a stream resumed with `?after=`."""
-    decoder = SSEDecoder()
+    decoder = ChatStreamReader()
     url = f"/api/chats/{chat_id}/events"
     with client.stream("GET", url, params={"after": after}) as response:
         assert response.status_code == 200
         for chunk in response.iter_bytes():
-            for frame in decoder.feed(chunk):
-                return dict(orjson.loads(frame.data))
+            for _frame_id, whole in decoder.feed(chunk):
+                return dict(whole.to_dict())
     raise AssertionError("the stream ended with no event")
 
 

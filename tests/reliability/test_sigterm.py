@@ -28,7 +28,7 @@ from tests.server.conftest import ADMIN_KEY, TOOLS
 from tests.server.test_chats_api import new_chat
 from tests.server.test_faults import closed_port
 from toolrelay.adapters.stores.sql import SQLStore
-from toolrelay.core.stream.framing import SSEDecoder
+from toolrelay.events import ChatStreamReader
 from toolrelay.testing.fake_server import FakeModelServer, SSEReply
 from toolrelay.testing.wire import chat_chunks
 
@@ -105,11 +105,11 @@ def child(tmp_path: Path) -> Iterator[Child]:
 def _follow(
     client: httpx2.Client, chat_id: str, seen: list[dict[str, Any]], ready: threading.Event
 ) -> None:
-    decoder = SSEDecoder()
+    decoder = ChatStreamReader()
     with client.stream("GET", f"/api/chats/{chat_id}/events") as response:
         for chunk in response.iter_bytes():
-            for frame in decoder.feed(chunk):
-                seen.append(orjson.loads(frame.data))
+            for _frame_id, whole in decoder.feed(chunk):
+                seen.append(whole.to_dict())
                 ready.set()
 
 

@@ -17,12 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx2
-import orjson
 from benchmarks.harness import ADMIN_KEY, ServerProcess, write_config
 
 from tests.patience import HANG
 from tests.reliability.conftest import database
-from toolrelay.core.stream.framing import SSEDecoder
+from toolrelay.events import ChatStreamReader
 from toolrelay.testing.fake_server import FakeModelServer
 
 READY = re.compile(rb"Application startup complete\.\s.*worker=(\d+)")
@@ -97,10 +96,10 @@ class Workers:
                     if pid == avoid:
                         continue
                     out: list[tuple[int, dict[str, Any]]] = []
-                    decoder = SSEDecoder()
+                    decoder = ChatStreamReader()
                     for chunk in r.iter_bytes():
-                        for frame in decoder.feed(chunk):
-                            out.append((int(frame.id or 0), orjson.loads(frame.data)))
+                        for frame_id, whole in decoder.feed(chunk):
+                            out.append((int(frame_id or 0), whole.to_dict()))
                             if len(out) >= limit:
                                 return pid, out
                     return pid, out

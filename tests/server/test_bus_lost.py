@@ -11,13 +11,12 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-import orjson
 import pytest
 
 from tests.server.conftest import Running, ServerThread, make_settings
 from tests.server.test_chats_api import new_chat
 from toolrelay.adapters.events.ipc import BusHost
-from toolrelay.core.stream.framing import SSEDecoder
+from toolrelay.events import ChatStreamReader
 from toolrelay.testing.fake_server import FakeModelServer, SSEReply
 from toolrelay.testing.wire import chat_chunks
 
@@ -45,11 +44,11 @@ def test_the_event_stream_ends_when_the_bus_goes_away(
         chat_id = new_chat(c, model="fake")
         assert c.post(f"/api/chats/{chat_id}/messages", json={"content": "go"}).status_code == 202
         types: list[str] = []
-        decoder = SSEDecoder()
+        decoder = ChatStreamReader()
         with c.stream("GET", f"/api/chats/{chat_id}/events") as response:
             for chunk in response.iter_bytes():  # a stream that never ends: ReadTimeout
-                for frame in decoder.feed(chunk):
-                    types.append(orjson.loads(frame.data)["type"])
+                for _frame_id, whole in decoder.feed(chunk):
+                    types.append(whole.to_dict()["type"])
                     if types[-1] == "response.output_text.delta" and types.count(types[-1]) == 1:
                         host.close()  # the bus goes away mid-turn
         assert "response.output_text.delta" in types

@@ -7,13 +7,12 @@ import time
 from typing import Any
 
 import httpx2
-import orjson
 import pytest
 
 from tests.patience import HANG
 from tests.server.conftest import Running
 from toolrelay.adapters.stores import sql_search
-from toolrelay.core.stream.framing import SSEDecoder
+from toolrelay.events import ChatStreamReader
 from toolrelay.testing.fake_server import SSEReply
 from toolrelay.testing.wire import ToolCallSpec, chat_chunks
 
@@ -26,12 +25,12 @@ def read_events(
     """(seq, {type, data}) until the stream ends, or `limit` events then disconnect."""
     headers = {"Last-Event-ID": str(last)} if last is not None else {}
     out: list[tuple[int, dict[str, Any]]] = []
-    decoder = SSEDecoder()
+    decoder = ChatStreamReader()
     with client.stream("GET", f"/api/chats/{chat_id}/events", headers=headers) as response:
         assert response.status_code == 200
         for chunk in response.iter_bytes():
-            for frame in decoder.feed(chunk):
-                out.append((int(frame.id or 0), orjson.loads(frame.data)))
+            for frame_id, whole in decoder.feed(chunk):
+                out.append((int(frame_id or 0), whole.to_dict()))
                 if limit is not None and len(out) >= limit:
                     return out
     return out
@@ -56,12 +55,12 @@ def events_answering_tools(
     deadline = time.monotonic() + HANG
     while not any(event["type"] == "chat:completion" for _, event in seen):
         assert time.monotonic() < deadline, seen
-        decoder = SSEDecoder()
+        decoder = ChatStreamReader()
         with client.stream("GET", f"/api/chats/{chat_id}/events", headers=headers) as response:
             for chunk in response.iter_bytes():
-                for frame in decoder.feed(chunk):
-                    event = orjson.loads(frame.data)
-                    seen.append((int(frame.id or 0), event))
+                for frame_id, whole in decoder.feed(chunk):
+                    event = whole.to_dict()
+                    seen.append((int(frame_id or 0), event))
                     if event["type"] == "execute:tool":
                         answer = {"id": event["data"]["id"], "result": result}
                         posted = client.post(f"/api/chats/{chat_id}/tool-results", json=answer)
@@ -130,11 +129,11 @@ def read_until_text(
     """Events after `last` until the deltas read add up to `text`, then disconnect."""
     headers = {"Last-Event-ID": str(last)} if last is not None else {}
     out: list[tuple[int, dict[str, Any]]] = []
-    decoder = SSEDecoder()
+    decoder = ChatStreamReader()
     with client.stream("GET", f"/api/chats/{chat_id}/events", headers=headers) as response:
         for chunk in response.iter_bytes():
-            for frame in decoder.feed(chunk):
-                out.append((int(frame.id or 0), orjson.loads(frame.data)))
+            for frame_id, whole in decoder.feed(chunk):
+                out.append((int(frame_id or 0), whole.to_dict()))
                 if _deltas(out) == text:
                     return out
     raise AssertionError(f"the stream ended first: {out}")

@@ -7,14 +7,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx2
-import orjson
 import pytest
 
 from tests.server.conftest import Running, ServerThread, make_settings
 from tests.server.test_chats_api import LOCATION_TOOL, new_chat, wait_saved
 from toolrelay.config.settings import LimitsConfig, ModelRoute
-from toolrelay.core.stream.framing import SSEDecoder
 from toolrelay.core.tools.results import UI_SHOWN_TEXT
+from toolrelay.events import ChatStreamReader
 from toolrelay.testing.fake_server import BodyReply, FakeModelServer, SSEReply
 from toolrelay.testing.wire import (
     ToolCallSpec,
@@ -80,11 +79,11 @@ INLINE_HTML = {"Content-Type": "text/html", "Content-Disposition": "inline"}
 def answering(client: httpx2.Client, chat_id: str, answer: dict[str, Any]) -> list[dict[str, Any]]:
     """Read the chat's events to the end; answer each `execute:tool` with `answer` (plus its id)."""
     seen: list[dict[str, Any]] = []
-    decoder = SSEDecoder()
+    decoder = ChatStreamReader()
     with client.stream("GET", f"/api/chats/{chat_id}/events") as response:
         for chunk in response.iter_bytes():
-            for frame in decoder.feed(chunk):
-                event = orjson.loads(frame.data)
+            for _frame_id, whole in decoder.feed(chunk):
+                event = whole.to_dict()
                 seen.append(event)
                 if event["type"] == "execute:tool":
                     body = {"id": event["data"]["id"], **answer}
@@ -141,11 +140,11 @@ def test_an_event_call_is_answered_through_the_tool_results_endpoint(
         chat_id = new_chat(c, model="fake")
         c.post(f"/api/chats/{chat_id}/messages", json={"content": "greet me"})
         seen: list[dict[str, Any]] = []
-        decoder = SSEDecoder()
+        decoder = ChatStreamReader()
         with c.stream("GET", f"/api/chats/{chat_id}/events") as response:
             for chunk in response.iter_bytes():
-                for frame in decoder.feed(chunk):
-                    event = orjson.loads(frame.data)
+                for _frame_id, whole in decoder.feed(chunk):
+                    event = whole.to_dict()
                     seen.append(event)
                     if event["type"] == "input":
                         answer = {"id": event["data"]["id"], "result": "Ada"}

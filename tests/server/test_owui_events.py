@@ -26,12 +26,16 @@ CHAT = "/v1/chat/completions"
 
 
 def _owui_events(
-    client: httpx2.Client, chat_id: str, last: int = 0, seen: threading.Event | None = None
+    client: httpx2.Client,
+    chat_id: str,
+    last: int = 0,
+    seen: threading.Event | None = None,
+    query: str = "?format=openwebui",
 ) -> list[dict[str, Any]]:
     """Frames to the stream's end; `seen` is set once a turn's event has arrived."""
     out = []
     decoder = SSEDecoder()
-    url = f"/api/chats/{chat_id}/events?format=openwebui"
+    url = f"/api/chats/{chat_id}/events{query}"
     with client.stream("GET", url, headers={"Last-Event-ID": str(last)}) as response:
         assert response.status_code == 200
         for chunk in response.iter_bytes():
@@ -112,9 +116,9 @@ def test_a_route_can_make_open_webui_the_default(tmp_path: Path, upstream: FakeM
         chat_id = new_chat(c, model="owui")
         assert c.post(f"/api/chats/{chat_id}/messages", json={"content": "hi"}).status_code == 202
         wait_saved(c, chat_id)
-        plain = read_events(c, chat_id, last=0)
-    assert all("chat_id" in e for _, e in plain)  # enveloped, unasked
-    kinds = [e["data"]["type"] for _, e in plain if e["data"]["type"] != "chat:snapshot"]
+        plain = _owui_events(c, chat_id, query="")  # the route's default form
+    assert all("chat_id" in e for e in plain)  # enveloped, unasked
+    kinds = [e["data"]["type"] for e in plain if e["data"]["type"] != "chat:snapshot"]
     assert kinds[0] == "chat:active" and "response:completion" in kinds
 
 

@@ -59,10 +59,14 @@ DELTA_EVENTS: Final = frozenset(
 
 
 class ItemData(TypedDict):
-    """An output item appeared (`added`: as soon as its kind is known) or is final (`done`)."""
+    """An output item appeared (`added`: as soon as its kind is known) or is final
+    (`done`). `from_deltas: true` (a chat stream's `done`, to a reader that was sent
+    the item's `added` and every delta since): the item comes without the text those
+    deltas built (every content part's `text`, a call's `arguments`); put it back."""
 
     output_index: int
     item: Mapping[str, Any]
+    from_deltas: NotRequired[bool]
 
 
 class DeltaData(TypedDict):

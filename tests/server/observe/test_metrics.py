@@ -6,7 +6,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx2
-import orjson
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -14,7 +13,7 @@ from tests.server.conftest import Running, ServerThread, make_settings
 from tests.server.test_chats_api import LOCATION_TOOL, new_chat
 from tests.server.test_faults import closed_port
 from tests.server.test_openai_api import call_reply, text_reply
-from toolrelay.core.stream.framing import SSEDecoder
+from toolrelay.events import ChatStreamReader
 from toolrelay.testing.fake_server import FakeModelServer, RawReply, SSEReply
 from toolrelay.testing.wire import ToolCallSpec, chat_chunks
 
@@ -85,11 +84,11 @@ def test_active_turns_sse_subscribers_and_bus_lag(running: Running) -> None:
     with running.client() as client:
         chat_id = new_chat(client, model="fake")
         client.post(f"/api/chats/{chat_id}/messages", json={"content": "?", "tools": LOCATION_TOOL})
-        decoder = SSEDecoder()
+        decoder = ChatStreamReader()
         with client.stream("GET", f"/api/chats/{chat_id}/events") as response:
             for chunk in response.iter_bytes():
-                for frame in decoder.feed(chunk):
-                    event = orjson.loads(frame.data)
+                for _frame_id, whole in decoder.feed(chunk):
+                    event = whole.to_dict()
                     if event["type"] == "execute:tool":  # the turn waits for us: it is running
                         during.append(scrape(client))
                         answer = {"id": event["data"]["id"], "result": "Paris"}

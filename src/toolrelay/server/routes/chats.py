@@ -27,6 +27,7 @@ from fastapi.responses import Response, StreamingResponse
 from toolrelay.adapters.stores import Chat, StoredMessage
 from toolrelay.adapters.stores.listing import ChatCursor
 from toolrelay.core.events import Event
+from toolrelay.core.formats.chat_stream import ChatFrames, frame
 from toolrelay.core.formats.openwebui_events import OpenWebUIEvents
 from toolrelay.core.tools.citations import saved_sources
 from toolrelay.server.api_log import API_CHAT_PREFIX
@@ -325,22 +326,9 @@ async def _opening(
         data["waiting"] = waiting  # a paused turn's questions (approvals, client tools)
     snapshot = Event("chat:snapshot", data)
     if owui is None:
-        return _frame(start, snapshot), start
+        return frame(start, snapshot), start
     owui.message_id = messages[-1].id if messages else None
     return _owui_frame(start, owui.envelope(chat_id, snapshot), snapshot.type), start
-
-
-def _frame(seq: int, event: Event) -> bytes:
-    data = orjson.dumps({"type": event.type, "data": event.data})
-    return (
-        b"id: "
-        + str(seq).encode()
-        + b"\nevent: "
-        + event.type.encode()
-        + b"\ndata: "
-        + data
-        + b"\n\n"
-    )
 
 
 async def _owui_frames(
@@ -375,6 +363,7 @@ async def _sse(
     opening, resume = await _opening(svc, chat_id, resume, owui)
     if opening is not None:
         yield opening
+    frames = ChatFrames()  # this reader's: what it was sent is not sent again
     queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=1000)
     pump = asyncio.get_running_loop().create_task(_pump(svc, name, resume, queue))
     unwatch = svc.stopping.watch(lambda: _offer(queue, _STOP))
@@ -395,7 +384,7 @@ async def _sse(
                 if metrics is not None:
                     metrics.delivered(envelope.published_at, since)
                 if owui is None:
-                    yield _frame(envelope.seq, envelope.event)
+                    yield frames.frame(envelope.seq, envelope.event)
                 else:
                     yield await _owui_frames(svc, chat_id, owui, envelope.seq, envelope.event)
         yield SHUTDOWN_FRAME  # the server is stopping: the client resumes elsewhere or later

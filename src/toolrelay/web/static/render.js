@@ -81,8 +81,8 @@ class MessageItem {
   }
   delta(text) { this.md.append(text); schedule(this); }
   setText(text) { this.md.set(text); schedule(this); }
-  done(item) {
-    const text = (item.content || []).map((c) => c.text || c.refusal || "").join("");
+  done(item, fromDeltas) {
+    const text = fromDeltas ? "" : (item.content || []).map((c) => c.text || c.refusal || "").join("");
     if (text && text !== this.md.text) this.md.set(text);
     this.final = true;
     schedule(this);
@@ -105,8 +105,8 @@ class ReasoningItem {
     this.turn = turn;
   }
   delta(text) { this.text += text; schedule(this); }
-  done(item) {
-    const text = (item.content || []).map((c) => c.text || "").join("") ||
+  done(item, fromDeltas) {
+    const text = fromDeltas ? "" : (item.content || []).map((c) => c.text || "").join("") ||
       (item.summary || []).map((c) => c.text || "").join("");
     if (text) this.text = text;
     const secs = typeof item.duration === "number" ? item.duration : (performance.now() - this.started) / 1000;
@@ -143,7 +143,7 @@ class ToolCard {
   }
   delta(text) { this.argText += text; this.mark("args"); }
   argsDone(text) { if (typeof text === "string") this.argText = text; this.argsFinal = true; this.mark("args"); }
-  done(item) { this.argsDone(item.arguments); }
+  done(item, fromDeltas) { this.argsDone(fromDeltas ? undefined : item.arguments); }
   mark(part) { this.dirty.add(part); schedule(this); }
   setProgress(data) {
     const total = typeof data.total === "number" ? ` / ${data.total}` : "";
@@ -316,7 +316,8 @@ export class TurnView {
         if (view && view.argsDone) view.argsDone(data.arguments);
         return;
       }
-      case "response.output_item.done": return this.itemDone(data.output_index, data.item || {});
+      // `from_deltas`: the item comes without the text its deltas built here (already shown).
+      case "response.output_item.done": return this.itemDone(data.output_index, data.item || {}, data.from_deltas);
       case "chat:completion": return data.done ? this.finish(data) : this.setUsage(data.usage);
       case "chat:message:error": return this.error(data.error && data.error.content);
       case "source": return this.addSource(data);
@@ -363,7 +364,7 @@ export class TurnView {
     } else if (item.type === "function_call_output") this.itemDone(index, item);
   }
 
-  itemDone(index, item) {
+  itemDone(index, item, fromDeltas = false) {
     if (item.type === "function_call_output") {
       this.byIndex.set(index, null);
       const card = this.cards.get(item.call_id);
@@ -373,7 +374,7 @@ export class TurnView {
     }
     if (!this.byIndex.get(index)) this.itemAdded(index, item);
     const view = this.byIndex.get(index);
-    if (view) view.done(item);
+    if (view) view.done(item, fromDeltas);
   }
 
   // A turn taken over after its server stopped: what it had at its last checkpoint

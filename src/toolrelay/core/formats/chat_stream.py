@@ -1,0 +1,191 @@
+"""A chat's SSE stream as one reader is sent it, and read back into whole events.
+
+The bus keeps every event whole (a replay of a finished turn, whose deltas are
+gone, needs its items whole). What one reader is sent can be leaner, because
+the server knows what that reader already has: `ChatFrames` is one connection's
+writer. A `response.output_item.done` whose item this connection sent from its
+`output_item.added` through every delta comes with the text those deltas built
+left out (its parts' `text`, a call's `arguments`) and `from_deltas: true`; the
+server checks the deltas built exactly that text (a hash per part), and sends
+the item whole otherwise (a reader that joined mid-item, a replay without the
+deltas, a text rewritten since). Items are the large part of a turn's bytes.
+
+`ChatStreamReader` is the other end, for Python clients: SSE bytes in, whole
+events out (`{"type", "data"}` as the bus holds them), the left-out text put
+back from the deltas it read. The web page's `stream.js`/`render.js` do the same.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from typing import Any, Final
+
+import orjson
+
+from toolrelay.core import events as ev
+from toolrelay.core.events import Event
+from toolrelay.core.stream.framing import SSEDecoder
+
+__all__ = ["ChatFrames", "ChatStreamReader", "frame"]
+
+_TEXT_DELTAS: Final = frozenset({ev.OUTPUT_TEXT_DELTA, ev.REASONING_TEXT_DELTA})
+_ARGS: Final = -1
+"""The key a call's arguments are built under (content indexes are >= 0)."""
+
+
+def frame(seq: int, event: Event) -> bytes:
+    """One whole event as an SSE frame: `id:`, `event:` and `data: {"type", "data"}`."""
+    data = orjson.dumps({"type": event.type, "data": event.data})
+    return b"id: %d\nevent: %s\ndata: %s\n\n" % (seq, event.type.encode(), data)
+
+
+class ChatFrames:
+    """One connection's frames of a chat's events (module doc): items it saw built
+    from their deltas are not sent a second time in their `done`."""
+
+    __slots__ = ("_built",)
+
+    def __init__(self) -> None:
+        self._built: dict[str, dict[int, Any]] = {}
+        """Per item this connection saw added: a hash of the text built per part."""
+
+    def frame(self, seq: int, event: Event) -> bytes:
+        """`event` as this connection's SSE frame."""
+        kind = event.type
+        if kind in ev.DELTA_EVENTS:
+            self._delta(event.data, kind)
+        elif kind == ev.OUTPUT_ITEM_ADDED:
+            self._added(event.data)
+        elif kind == ev.OUTPUT_ITEM_DONE:
+            event = self._done(event)
+        elif kind in (ev.TURN_RESUMED, ev.CHAT_COMPLETION) or kind == ev.CHAT_MESSAGE:
+            self._forget(event)
+        return frame(seq, event)
+
+    def _added(self, data: Mapping[str, Any]) -> None:
+        item = data.get("item")
+        key = item.get("id") if isinstance(item, Mapping) else None
+        if isinstance(key, str):
+            self._built[key] = {}
+
+    def _delta(self, data: Mapping[str, Any], kind: str) -> None:
+        parts = self._built.get(data.get("item_id"))  # type: ignore[arg-type]
+        if parts is None:
+            return
+        index = data.get("content_index", 0) if kind in _TEXT_DELTAS else _ARGS
+        built = parts.get(index)
+        if built is None:
+            built = parts[index] = hashlib.blake2b(digest_size=16)
+        built.update(str(data.get("delta", "")).encode())
+
+    def _forget(self, event: Event) -> None:
+        """A rewrite or a takeover: what the deltas built is no longer the item's text."""
+        if event.type == ev.CHAT_MESSAGE:
+            self._built.pop(event.data.get("item_id"), None)  # type: ignore[arg-type]
+        elif event.type == ev.TURN_RESUMED or event.data.get("done"):
+            self._built.clear()
+
+    def _done(self, event: Event) -> Event:
+        item = event.data.get("item")
+        key = item.get("id") if isinstance(item, Mapping) else None
+        parts = self._built.pop(key, None) if isinstance(key, str) else None
+        if parts is None or not isinstance(item, Mapping):
+            return event
+        lean = _without_built(item, parts)
+        if lean is None:
+            return event
+        return Event(event.type, {**event.data, "item": lean, "from_deltas": True})
+
+
+def _without_built(item: Mapping[str, Any], parts: dict[int, Any]) -> dict[str, Any] | None:
+    """`item` without the text its deltas built, or None when they did not build it all.
+
+    All or nothing, so a reader puts text back without guessing: a call's
+    `arguments`, or the `text` of every `content` part (an item with a part of
+    another kind, a refusal, an image, stays whole).
+    """
+    lean = dict(item)
+    if item.get("type") == "function_call":
+        arguments = item.get("arguments")
+        if not isinstance(arguments, str) or set(parts) != {_ARGS}:
+            return None
+        if not _same(parts, _ARGS, arguments):
+            return None
+        del lean["arguments"]
+        return lean
+    content = item.get("content")
+    if not isinstance(content, list) or not content or not set(parts) <= set(range(len(content))):
+        return None
+    kept: list[dict[str, Any]] = []
+    for index, part in enumerate(content):
+        if not (isinstance(part, Mapping) and isinstance(part.get("text"), str)):
+            return None
+        if not _same(parts, index, part["text"]):
+            return None
+        kept.append({k: v for k, v in part.items() if k != "text"})
+    lean["content"] = kept
+    return lean
+
+
+def _same(parts: dict[int, Any], index: int, text: str) -> bool:
+    built = parts.get(index)
+    if built is None:
+        return text == ""
+    check = hashlib.blake2b(text.encode(), digest_size=16)
+    return bool(check.digest() == built.digest())
+
+
+class ChatStreamReader:
+    """A chat stream's SSE bytes in, whole events out: `feed(chunk)` gives
+    `(id, event)` pairs, each item's `done` with the text its deltas built."""
+
+    __slots__ = ("_decoder", "_text")
+
+    def __init__(self) -> None:
+        self._decoder = SSEDecoder()
+        self._text: dict[str, dict[int, list[str]]] = {}
+
+    def feed(self, chunk: bytes) -> list[tuple[str | None, Event]]:
+        """The events whose frames `chunk` completes (comments and keep-alives skipped)."""
+        out: list[tuple[str | None, Event]] = []
+        for sse in self._decoder.feed(chunk):
+            if sse.data:
+                out.append((sse.id, self.event(sse.event, orjson.loads(sse.data))))
+        return out
+
+    def event(self, name: str | None, body: Mapping[str, Any]) -> Event:
+        """One frame's whole event from its `event:` name and decoded `data:` line."""
+        kind = str(body.get("type") or name or "")
+        data = dict(body.get("data") or {})
+        if kind == ev.OUTPUT_ITEM_ADDED:
+            item = data.get("item")
+            if isinstance(item, Mapping) and isinstance(item.get("id"), str):
+                self._text[item["id"]] = {}
+        elif kind in ev.DELTA_EVENTS:
+            parts = self._text.get(data.get("item_id"))  # type: ignore[arg-type]
+            if parts is not None:
+                index = data.get("content_index", 0) if kind in _TEXT_DELTAS else _ARGS
+                parts.setdefault(index, []).append(str(data.get("delta", "")))
+        elif kind == ev.OUTPUT_ITEM_DONE and data.pop("from_deltas", False):
+            item = data.get("item")
+            if isinstance(item, Mapping):
+                data["item"] = _rebuilt(item, self._text.pop(str(item.get("id")), {}))
+        return Event(kind, data)
+
+
+def _rebuilt(item: Mapping[str, Any], parts: dict[int, list[str]]) -> dict[str, Any]:
+    """`item` with the text its deltas built put back (`from_deltas`): a call's
+    `arguments`, else every content part's `text`."""
+    whole = dict(item)
+    if item.get("type") == "function_call":
+        whole["arguments"] = "".join(parts.get(_ARGS, ()))
+        return whole
+    content = item.get("content")
+    if isinstance(content, list):
+        whole["content"] = [
+            {**part, "text": "".join(parts.get(index, ()))}
+            for index, part in enumerate(content)
+            if isinstance(part, Mapping)
+        ]
+    return whole
