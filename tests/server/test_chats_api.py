@@ -12,6 +12,7 @@ import pytest
 from tests.patience import HANG
 from tests.server.conftest import Running
 from toolrelay.adapters.stores import sql_search
+from toolrelay.core.events import DELTA_EVENTS
 from toolrelay.events import ChatStreamReader
 from toolrelay.testing.fake_server import SSEReply
 from toolrelay.testing.wire import ToolCallSpec, chat_chunks
@@ -45,28 +46,53 @@ LOCATION_TOOL = [
 
 
 def events_answering_tools(
-    client: httpx2.Client, chat_id: str, result: Any
+    client: httpx2.Client,
+    chat_id: str,
+    result: Any,
+    *,
+    last: int | None = None,
+    paused_first: bool = False,
 ) -> list[tuple[int, dict[str, Any]]]:
-    """Read the chat's events to the turn's end, answering each `execute:tool` with
-    `result`. A turn that pauses for the answer ends the stream (a paused turn holds no
-    connection, docs/events.md): read on from the last event, as a client does."""
+    """Read the chat's events in one stream to its end, answering each `execute:tool` (or
+    a snapshot's `waiting` question: the stream began while the turn was paused) once
+    with `result`. A turn paused for the answer keeps the stream open (docs/events.md).
+    `last`: the Last-Event-ID to start from (0: the running turn from its start).
+    `paused_first`: each answer waits until the turn is saved paused, so it takes the
+    turn on (maybe in another worker) rather than reaching it while it runs."""
     seen: list[tuple[int, dict[str, Any]]] = []
-    headers: dict[str, str] = {}
-    deadline = time.monotonic() + HANG
-    while not any(event["type"] == "chat:completion" for _, event in seen):
-        assert time.monotonic() < deadline, seen
-        decoder = ChatStreamReader()
-        with client.stream("GET", f"/api/chats/{chat_id}/events", headers=headers) as response:
-            for chunk in response.iter_bytes():
-                for frame_id, whole in decoder.feed(chunk):
-                    event = whole.to_dict()
-                    seen.append((int(frame_id or 0), event))
-                    if event["type"] == "execute:tool":
-                        answer = {"id": event["data"]["id"], "result": result}
-                        posted = client.post(f"/api/chats/{chat_id}/tool-results", json=answer)
-                        assert posted.status_code == 202
-        headers = {"Last-Event-ID": str(seen[-1][0])} if seen else {}
+    answered: set[str] = set()
+    headers = {"Last-Event-ID": str(last)} if last is not None else {}
+    decoder = ChatStreamReader()
+    with client.stream("GET", f"/api/chats/{chat_id}/events", headers=headers) as response:
+        for chunk in response.iter_bytes():
+            for frame_id, whole in decoder.feed(chunk):
+                event = whole.to_dict()
+                seen.append((int(frame_id or 0), event))
+                if event["type"] == "execute:tool":
+                    asks = [event["data"]["id"]]
+                elif event["type"] == "chat:snapshot":
+                    asks = [ask["id"] for ask in event["data"].get("waiting", [])]
+                else:
+                    continue
+                for call_id in (a for a in asks if a not in answered):
+                    answered.add(call_id)
+                    if paused_first:
+                        wait_paused(client, chat_id)
+                    answer = {"id": call_id, "result": result}
+                    posted = client.post(f"/api/chats/{chat_id}/tool-results", json=answer)
+                    assert posted.status_code == 202, posted.text
     return seen
+
+
+def wait_paused(client: httpx2.Client, chat_id: str) -> dict[str, Any]:
+    """The snapshot of the chat once its turn is saved paused and runs nowhere."""
+    deadline = time.monotonic() + HANG
+    while time.monotonic() < deadline:
+        ((_, snapshot),) = read_events(client, chat_id, limit=1)
+        if not snapshot["data"]["running"] and snapshot["data"].get("waiting"):
+            return dict(snapshot["data"])
+        time.sleep(0.02)
+    raise AssertionError(f"the turn never paused: {snapshot}")
 
 
 def new_chat(client: httpx2.Client, **body: Any) -> str:
@@ -225,6 +251,37 @@ def test_client_tool_results_through_the_api(running: Running) -> None:
         saved = wait_saved(client, chat_id)
         assert saved["content"] == "Paris it is."
         assert saved["output"][1]["output"] == "Paris"
+
+
+def test_a_replay_from_the_turns_start_has_the_part_before_its_pause(
+    running: Running,
+) -> None:
+    """The turn pauses for its client tool (saved, run by nobody) and is answered: one
+    stream carries it all, and a replay from its start, after it went on, has the
+    events from before the pause too, with the seqs first sent."""
+    running.upstream.route(
+        CHAT,
+        SSEReply(chat_chunks(text="Let me look.", tool_calls=[ToolCallSpec("get_location", {})])),
+        SSEReply(chat_chunks(text=["Paris ", "it is."])),
+    )
+    with running.client() as client:
+        chat_id = new_chat(client, model="fake")
+        content = {"content": "where?", "tools": LOCATION_TOOL}
+        client.post(f"/api/chats/{chat_id}/messages", json=content)
+        # from the turn's start (wherever it is by now); the answer waits for the pause
+        seen = events_answering_tools(client, chat_id, "Paris", last=0, paused_first=True)
+        types = [e["type"] for _, e in seen]
+        assert types[0] == "chat:snapshot"
+        assert types.index("execute:tool") < types.index("chat:completion")
+        seqs = [s for s, _ in seen]
+        assert seqs == sorted(set(seqs))  # no repeat (deltas read after the pause went)
+        assert wait_saved(client, chat_id)["content"] == "Let me look.\n\nParis it is."
+        kept = [s for s, e in seen[1:] if e["type"] not in DELTA_EVENTS]
+        replay = read_events(client, chat_id, last=seen[0][0])
+        assert [s for s, _ in replay] == kept
+        ((start, snapshot), *again) = read_events(client, chat_id, last=0)
+        assert (start, snapshot["type"]) == (seen[0][0], "chat:snapshot")
+        assert [s for s, _ in again] == kept
 
 
 def test_users_see_only_their_chats(running: Running) -> None:

@@ -22,17 +22,18 @@ import pytest
 
 from tests.patience import HANG
 from tests.server.conftest import make_settings
-from toolrelay.adapters.events import EventBus, make_bus
+from toolrelay.adapters.events import Envelope, EventBus, make_bus
 from toolrelay.adapters.stores.memory import MemoryStore
 from toolrelay.config.registry import build_registry
+from toolrelay.core.events import DELTA_EVENTS
 from toolrelay.core.items import function_call_item
 from toolrelay.engine.checkpoint import TurnState
 from toolrelay.server.client_tools import ClientTool
-from toolrelay.server.durability import channel
+from toolrelay.server.durability import channel, repair_orphans
 from toolrelay.server.resume import run_request
-from toolrelay.server.turns import TurnManager
+from toolrelay.server.turns import TurnBusy, TurnManager
 from toolrelay.testing.fake_server import FakeModelServer, SSEReply
-from toolrelay.testing.wire import chat_chunks
+from toolrelay.testing.wire import ToolCallSpec, chat_chunks
 
 pytestmark = pytest.mark.anyio
 
@@ -106,3 +107,69 @@ async def test_an_answer_the_pausing_turn_never_read_is_not_lost(
         "Paris"
     ]
     assert await manager.answer(chat_id, message) is False  # nobody waits for it now
+
+
+async def _until_paused(turns: TurnManager, chat_id: str) -> None:
+    """Until the turn is saved `paused` and has let go of the chat (no task, no lease)."""
+    async with asyncio.timeout(HANG):
+        while True:
+            runs = await turns.store.list_runs(chat_id=chat_id)
+            if (
+                runs
+                and runs[0].status == "paused"
+                and chat_id not in turns.tasks
+                and not await turns.bus.turn_running(channel(chat_id))
+            ):
+                return
+            await asyncio.sleep(0.01)
+
+
+async def _read(bus: EventBus, name: str, after: int, into: list[Envelope]) -> None:
+    async for envelope in bus.subscribe(name, after=after):
+        into.append(envelope)
+
+
+async def test_a_paused_turn_stays_one_turn_on_the_bus_until_its_answer_ends_it(
+    manager: TurnManager, upstream: FakeModelServer
+) -> None:
+    """Its stream is not cut at the pause, nor by a post that meets it paused or a
+    restart's repair; the answer goes on with the same bus turn, so a replay from the
+    turn's start has the part before the pause (docs/events.md)."""
+    upstream.route(
+        CHAT,
+        SSEReply(chat_chunks(tool_calls=[ToolCallSpec("get_location", {}, id="call_1")])),
+        SSEReply(chat_chunks(text=["You are ", "in Paris."])),
+    )
+    store, bus = manager.store, manager.bus
+    user = await store.create_user("u")
+    chat_id = (await store.create_chat(user.id)).id
+    name = channel(chat_id)
+    tool = ClientTool("get_location", "Where the user is.", {"type": "object"})
+    ask = {"role": "user", "content": "where?"}
+    await manager.start(chat_id, ask, route="fake", user={"id": user.id}, client_tools=[tool])
+    start = await bus.turn_start(name)
+    seen: list[Envelope] = []
+    reader = asyncio.ensure_future(_read(bus, name, start, seen))
+    try:
+        await _until_paused(manager, chat_id)
+        again = {"role": "user", "content": "and now?"}
+        with pytest.raises(TurnBusy):  # it takes the lease a moment, then gives it back paused
+            await manager.start(chat_id, again, route="fake", user={"id": user.id})
+        assert await repair_orphans(store, bus, manager.durability) == 0  # a restart's repair
+        assert await bus.turn_start(name) == start
+        assert not reader.done()  # the stream waits for the turn's continuation
+        answer = {"op": "tool_result", "id": "call_1", "result": "Paris"}
+        async with asyncio.timeout(HANG):
+            assert await manager.answer(chat_id, answer) is True
+            await manager.wait(chat_id)
+            await reader
+    finally:
+        reader.cancel()
+    types = [e.event.type for e in seen]
+    assert types.index("execute:tool") < types.index("chat:completion")
+    assert [e.seq for e in seen] == sorted({e.seq for e in seen})
+    assert await bus.turn_start(name) == start
+    replay = [e async for e in bus.subscribe(name, after=start)]
+    assert replay == [e for e in seen if e.event.type not in DELTA_EVENTS]
+    (saved,) = [m for m in await store.get_messages(chat_id) if m.role == "assistant"]
+    assert saved.status == "completed" and saved.content == "You are in Paris."

@@ -68,6 +68,16 @@ def channel(chat_id: str) -> str:
     return f"chat:{chat_id}"
 
 
+async def give_back(bus: EventBus, name: str, *, paused: bool) -> None:
+    """Release a chat's lease. A turn still paused (its run saved `paused`) stays the
+    channel's turn, its stream open (`pause`), so the answer goes on with it and a replay
+    from its start has what came before the pause; any other turn ends."""
+    if paused:
+        await bus.pause(name)
+    else:
+        await bus.end(name)
+
+
 class TurnRecorder:
     """The partial output of a turn, rebuilt from the events it publishes."""
 
@@ -206,7 +216,8 @@ async def repair_orphans(store: Store, bus: EventBus, durability: Durability) ->
     """At start-up: fail every unfinished turn whose chat no live worker holds.
 
     Each chat is taken with `acquire`, so a turn still running on another worker
-    (its lease renewed) is left alone; subscribers get the error and the end.
+    (its lease renewed) is left alone; subscribers get the error and the end. A chat
+    whose turn is paused is given back paused (`give_back`).
     """
     repaired = 0
     chats = {m.chat_id for m in await store.in_progress_turns()}
@@ -214,13 +225,16 @@ async def repair_orphans(store: Store, bus: EventBus, durability: Durability) ->
         name = channel(chat_id)
         if await bus.acquire(name, ttl=durability.lease_ttl) is None:
             continue
+        paused = False
         try:
+            runs = await store.list_runs(chat_id=chat_id)
+            paused = any(r.status == "paused" for r in runs)
             turns = await fail_orphans(store, chat_id)
             for event in failure_events(turns[-1]) if turns else []:
                 await bus.publish(name, event)
             repaired += len(turns)
         finally:
-            await bus.end(name)
+            await give_back(bus, name, paused=paused)
     if repaired:
         log.warning("marked %d turn(s) left unfinished by a stopped server as failed", repaired)
     return repaired

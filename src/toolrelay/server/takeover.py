@@ -8,6 +8,11 @@ meanwhile is left alone. A run that cannot go on (its route is gone, its state
 unreadable, `max_resumes` reached) fails with the reason, its output kept. A
 paused run past `pause_timeout`, or cancelled, ends here too; `settle` fails a
 dead worker's turn that has no run to go on from.
+
+A paused run's turn stays the chat's turn on the bus (`EventBus.pause`): the lease
+that takes it on goes on with it, and whoever takes the lease and leaves the run
+paused gives it back paused (`give_back`), never ended, so the chat's stream stays
+open and a replay from the turn's start keeps what came before the pause.
 """
 
 from __future__ import annotations
@@ -20,7 +25,13 @@ from typing import TYPE_CHECKING, Any
 
 from toolrelay.adapters.stores import TurnRun
 from toolrelay.engine.durable_runs import LIBRARY_OWNER
-from toolrelay.server.durability import channel, fail_orphans, failed_turn, failure_events
+from toolrelay.server.durability import (
+    channel,
+    fail_orphans,
+    failed_turn,
+    failure_events,
+    give_back,
+)
 from toolrelay.server.resume import (
     Rebuilt,
     expiry_text,
@@ -48,21 +59,17 @@ async def take_over(
     """Go on with `run` from its last checkpoint if its chat's lease can be had (`own`:
     this server's, dead with its last life: renewed instead of waited out; `held`: the
     caller has it). A paused run goes on only with `answers` to calls it waits for.
-    A run that cannot go on fails with the reason; False then."""
+    A run that cannot go on fails with the reason. False: not taken on, and the lease
+    (taken here, or `held`) given back (`give_back`: a run left paused stays paused)."""
     chat_id, name = run.chat_id, channel(run.chat_id)
     paused = run.status == "paused"
-    if chat_id in m.tasks or (paused and not answers) or library_run(run):
+    if not await _lease(m, run, own=own, held=held, answered=bool(answers)):
         return False
-    ttl = m.durability.lease_ttl
-    leased = held or (own and await m.bus.renew(name, ttl=ttl))
-    if not leased and await m.bus.acquire(name, ttl=ttl) is None:
-        return False  # its runner lives (or another worker took it first)
     try:
         runs = await m.store.list_runs(chat_id=chat_id)
         now = [r for r in runs if r.message_id == run.message_id]
         if now and (now[0].status == "paused") != paused:  # it paused (or went on) since
-            if not held:
-                await m.bus.end(name)
+            await give_back(m.bus, name, paused=now[0].status == "paused")
             return False
         claimed = await m.store.claim_run(run.message_id, owner=m.node, resumed=not paused)
         row = unfinished(await m.store.in_progress_turns(chat_id=chat_id), run.message_id)
@@ -80,7 +87,7 @@ async def take_over(
         if refusal is None and answers:
             if not set(answers) & set(rebuilt.state.waiting):  # not what it waits for
                 await m.store.pause_run(run.message_id)
-                await m.bus.end(name)
+                await m.bus.pause(name)
                 return False
             rebuilt.state.answers.update(answers)
             # saved: whoever sent an answer sees that it was taken (`answer`)
@@ -95,8 +102,8 @@ async def take_over(
             log.warning("turn %s of chat %s not resumed: %s", row.id, chat_id, refusal)
             return False
         relay = m.relay_for(rebuilt.route, store=m.saves)
-    except BaseException:
-        await asyncio.shield(m.bus.end(name))
+    except BaseException:  # a paused run stays paused for the answer's next try
+        await asyncio.shield(give_back(m.bus, name, paused=paused))
         raise
     log.log(
         logging.INFO if paused else logging.WARNING,
@@ -116,6 +123,24 @@ async def take_over(
         rebuilt.state,
     )
     return True
+
+
+async def _lease(m: TurnManager, run: TurnRun, *, own: bool, held: bool, answered: bool) -> bool:
+    """The chat's lease to take `run` on with, or False: its turn runs (here, or its
+    runner lives), it is paused and no answer came, or a library runs it (a `held`
+    lease given back then)."""
+    name = channel(run.chat_id)
+    paused = run.status == "paused"
+    if run.chat_id in m.tasks:
+        return False  # its turn runs here, with the lease
+    if (paused and not answered) or library_run(run):
+        if held:
+            await give_back(m.bus, name, paused=paused and not library_run(run))
+        return False
+    ttl = m.durability.lease_ttl
+    if held or (own and await m.bus.renew(name, ttl=ttl)):
+        return True
+    return await m.bus.acquire(name, ttl=ttl) is not None
 
 
 async def take_over_expired(m: TurnManager) -> int:

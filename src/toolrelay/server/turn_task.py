@@ -7,7 +7,9 @@ sink and the run's row as its checkpoints, and whatever happens, leaves the turn
 in a state another worker can read: saved (completed, failed, cancelled — even a
 cancel that came before the engine took it), or `paused` with the calls it waits
 for, or taken on again at once when an answer reached it as it paused. It never
-leaves the chat's lease held by a turn that no longer runs. One exception: when
+leaves the chat's lease held by a turn that no longer runs. A paused turn gives
+the lease back without ending the bus's turn (`EventBus.pause`): the chat's
+stream stays open for the turn's continuation, wherever it runs. One exception: when
 the bus is gone with the parent process (`TurnManager.leave`), the turn is left
 `in_progress` with its run, as a crash would leave it, for a take-over.
 """
@@ -28,7 +30,13 @@ from toolrelay.engine.checkpoint import TurnPaused, TurnState
 from toolrelay.engine.interfaces import Message, Tool
 from toolrelay.engine.relay import Relay
 from toolrelay.engine.request import TurnRequest
-from toolrelay.server.durability import TurnRecorder, channel, failure_events, keep_alive
+from toolrelay.server.durability import (
+    TurnRecorder,
+    channel,
+    failure_events,
+    give_back,
+    keep_alive,
+)
 from toolrelay.server.live_events import ItemReferences
 from toolrelay.server.resume import StoreCheckpoints, run_request
 
@@ -133,7 +141,7 @@ async def run_turn(
         if running is not None:
             running.listener.cancel()
         if not (left or m.leaving) and not await _ended(m, chat_id, message_id, relay, paused):
-            await m.bus.end(channel(chat_id))
+            await give_back(m.bus, channel(chat_id), paused=paused is not None)
 
 
 async def _crashed(
@@ -188,7 +196,8 @@ async def _ended(
     m: TurnManager, chat_id: str, message_id: str, relay: Relay, paused: TurnPaused | None
 ) -> bool:
     """Forget a turn saved for good; a paused one answered while it paused is taken on
-    again at once (True: it runs, keeping the lease)."""
+    again at once. True: the lease went with that (to the turn going on, or given back
+    by `take_over`); False: the caller gives it back."""
     try:
         if paused is None:
             await m.store.end_run(message_id)
@@ -199,13 +208,17 @@ async def _ended(
             for call_id in paused.waiting
             if relay.pending.ready(state.answer_key(call_id))
         }
-        if not answers:
-            return False
-        for run in await m.store.list_runs(chat_id=chat_id):
-            if run.message_id == message_id:
-                return await m.take_over(run, held=True, answers=answers)
+        runs = await m.store.list_runs(chat_id=chat_id) if answers else []
     except Exception as exc:  # a take-over finds it ended (or paused) all the same
         log.warning("could not record the end of turn %s: %s", message_id, exc)
+        return False
+    for run in runs:
+        if run.message_id == message_id:
+            try:
+                await m.take_over(run, held=True, answers=answers)
+            except Exception as exc:  # it gave the lease back; the answer's sender retries
+                log.warning("could not take turn %s on with its answer: %s", message_id, exc)
+            return True
     return False
 
 

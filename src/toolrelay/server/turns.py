@@ -206,8 +206,7 @@ class TurnManager:
             await asyncio.shield(self.bus.end(name))
             raise
         if orphan:  # a dead worker's turn (it goes on) or a paused one: this post waits
-            if not await self.take_over(orphan[0], held=True):
-                await asyncio.shield(self.bus.end(name))
+            await self.take_over(orphan[0], held=True)  # False: it gave the lease back
             raise TurnBusy(chat_id)
         try:
             await fail_orphans(self.store, chat_id)  # a dead worker's turn, its lease expired

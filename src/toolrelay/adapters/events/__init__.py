@@ -15,7 +15,7 @@ Invariants every backend keeps:
    the retention cap).
 3. With `until_end=True` a subscriber finishes once the channel's last turn has
    ended and it has delivered every event published so far; while a turn runs,
-   or before any turn began, it waits for live events.
+   is paused, or before any turn began, it waits for live events.
 4. Control messages are live only: a listener sees what is sent while it listens.
 5. The turn lock is a lease: `acquire` takes it atomically (one winner among
    any number of concurrent callers, in any worker) for `ttl` seconds; the
@@ -24,6 +24,13 @@ Invariants every backend keeps:
 6. With a `seq_base`, a channel's numbering starts above it, so seqs never
    restart at 1 under a client's feet after a restart or an expiry
    (`clock_seq_base` derives one from the wall clock).
+7. A paused turn (`pause`: it waits for an answer, saved, run by nobody) holds no
+   lease, but it has not ended: subscribers stay, and the next `acquire` or `begin`
+   goes on with the same turn (its `turn_start` kept), in any worker and after any
+   restart of a worker, so a replay from the turn's start has the part before the
+   pause too. A paused channel is kept `PAUSE_KEPT` times the bus's ttl after the
+   pause (or until the byte bound needs the room); its deltas go as a finished
+   turn's do.
 
 Backends: `MemoryBus` (one process, the default), `IpcBus` (the workers of one
 machine, reaching a `BusHost` in their parent over a Unix socket) and `RedisBus`
@@ -48,6 +55,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "IPC_SCHEME",
+    "PAUSE_KEPT",
     "Envelope",
     "EventBus",
     "IpcBus",
@@ -65,6 +73,10 @@ SeqBase = Callable[[], int]
 _SEQS_PER_SECOND = 1 << 20
 
 IPC_SCHEME = "ipc://"
+
+PAUSE_KEPT = 24
+"""A paused turn's channel (and a turn's start) is kept this many times the bus's ttl
+after the pause: a day by default, as long as a pause waits (`pause_timeout_s`)."""
 
 
 def clock_seq_base(now: Callable[[], float] = time.time) -> int:
@@ -100,12 +112,18 @@ class EventBus(Protocol):
         """Mark the current turn over: `until_end` subscribers stop after the last event."""
         ...
 
+    async def pause(self, channel: str) -> None:
+        """Give the turn's lease back without ending it (invariant 7): it waits for an answer."""
+        ...
+
     async def begin(self, channel: str) -> int:
-        """Start a turn unconditionally; returns the seq of the last event before it."""
+        """Start a turn unconditionally (or go on with a paused one); returns the seq of
+        the last event before it."""
         ...
 
     async def acquire(self, channel: str, *, ttl: float) -> int | None:
-        """Start a turn if none holds a live lease (invariant 5): its boundary, else None."""
+        """Start a turn (or go on with a paused one) if none holds a live lease (invariant
+        5): its boundary, else None."""
         ...
 
     async def renew(self, channel: str, *, ttl: float) -> bool:

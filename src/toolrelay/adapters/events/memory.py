@@ -2,21 +2,23 @@
 
 Owns per-channel logs in memory: the last `max_events` envelopes, the seq
 counter, the turn state and its lease deadline. Ended channels are forgotten
-`ttl` seconds after their end, and a channel with no events, no turn and no
-subscriber as soon as its last subscriber leaves; both are checked lazily
-against an injectable clock, so the bus runs no background tasks. Must not be
-shared across processes; use `RedisBus`.
+`ttl` seconds after their end, paused ones `PAUSE_KEPT` times that after their
+pause, and a channel with no events, no turn and no subscriber as soon as its
+last subscriber leaves; all are checked lazily against an injectable clock, so
+the bus runs no background tasks. Must not be shared across processes; use
+`RedisBus` (or `IpcBus`, which reaches one of these in its parent process).
 
-What it retains is bounded twice. A finished turn's deltas (`DELTA_EVENTS`, most
-of a turn's bytes) are dropped once the turn has ended (after its final save) and
-no subscriber is left reading it: a replay of that turn skips them, its items'
-`output_item.done` events carrying their whole text. And all channels together
-hold at most `max_bytes` (each event counted as its JSON size, each channel as
-`CHANNEL_COST`): past it, ended channels give up their events oldest first (with
-a `seq_base`, the whole channel: a new life numbers above it), then the channel
-being written its oldest. A subscriber whose next events were dropped that way
-ends (`subscribe`), so its client reconnects and is sent the saved chat, never
-a log with a hole in it.
+What it retains is bounded twice. A finished (or paused) turn's deltas
+(`DELTA_EVENTS`, most of a turn's bytes) are dropped once the turn has ended
+(after its final save) or paused, and no subscriber is left reading it: a replay
+of that turn skips them, its items' `output_item.done` events carrying their
+whole text. And all channels together hold at most `max_bytes` (each event
+counted as its JSON size, each channel as `CHANNEL_COST`): past it, ended
+channels give up their events oldest first, then paused ones (with a `seq_base`,
+the whole channel: a new life numbers above it), then the channel being written
+its oldest. A subscriber whose next events were dropped that way ends
+(`subscribe`), so its client reconnects and is sent the saved chat, never a log
+with a hole in it.
 """
 
 from __future__ import annotations
@@ -32,12 +34,12 @@ from typing import Any, Literal
 
 import orjson
 
-from toolrelay.adapters.events import Envelope, SeqBase
+from toolrelay.adapters.events import PAUSE_KEPT, Envelope, SeqBase
 from toolrelay.core.events import DELTA_EVENTS, Event
 
 __all__ = ["MemoryBus"]
 
-TurnState = Literal["idle", "running", "ended"]
+TurnState = Literal["idle", "running", "paused", "ended"]
 
 
 CHANNEL_COST = 2048
@@ -63,7 +65,7 @@ class _Channel:
     has lost events."""
     seq: int = 0
     start: int = 0
-    """The seq before the current (or last) turn's first event."""
+    """The seq before the current (or last) turn's first event; kept while it is paused."""
     state: TurnState = "idle"
     lease_until: float | None = None
     """While running: when the lease ends unless renewed (None: held until `end`)."""
@@ -144,6 +146,9 @@ class MemoryBus:
         self._seq_base = seq_base
         self._channels: dict[str, _Channel] = {}
         self._expiry: OrderedDict[str, float] = OrderedDict()
+        """Ended channels, by when they are forgotten (in order: the ttl is fixed)."""
+        self._paused: OrderedDict[str, float] = OrderedDict()
+        """Paused channels, likewise (`PAUSE_KEPT` times the ttl)."""
         self._controls: dict[str, set[asyncio.Queue[dict[str, Any] | None]]] = {}
         self._closed = False
 
@@ -188,18 +193,34 @@ class MemoryBus:
         return True
 
     def _start(self, ch: _Channel, channel: str, lease_until: float | None) -> int:
+        """A new turn starts after the last event; a paused one goes on from its start."""
+        if ch.state != "paused":
+            ch.start = ch.seq
         ch.state = "running"
         ch.lease_until = lease_until
-        ch.start = ch.seq
         self._expiry.pop(channel, None)
+        self._paused.pop(channel, None)
         ch.notify()
-        return ch.seq
+        return ch.start
 
     async def end(self, channel: str) -> None:
         ch = self._channel(channel)
         ch.state = "ended"
         ch.lease_until = None
+        self._paused.pop(channel, None)
         self._schedule_expiry(channel)
+        if ch.listeners == 0:  # else when its last reader leaves (`subscribe`)
+            self._drop_deltas(ch)
+        ch.notify()
+
+    async def pause(self, channel: str) -> None:
+        """The lease goes, the turn stays: readers wait on, the next start goes on with it."""
+        ch = self._channel(channel)
+        ch.state = "paused"
+        ch.lease_until = None
+        self._expiry.pop(channel, None)
+        self._paused[channel] = self._clock() + self._ttl * PAUSE_KEPT
+        self._paused.move_to_end(channel)
         if ch.listeners == 0:  # else when its last reader leaves (`subscribe`)
             self._drop_deltas(ch)
         ch.notify()
@@ -217,14 +238,14 @@ class MemoryBus:
         return self._bytes
 
     def _drop_deltas(self, ch: _Channel) -> None:
-        """A finished turn's deltas: its items and the saved chat hold their text."""
-        if ch.state == "ended":
+        """A finished (or paused) turn's deltas: its items and the saved chat hold their text."""
+        if ch.state in ("ended", "paused"):
             self._bytes -= ch.keep(_not_delta, hole=False)
 
     def _make_room(self, writing: _Channel) -> None:
-        """Over `max_bytes`: ended channels' events go, oldest end first, then the writing
-        channel's oldest (its newest event stays)."""
-        for name in list(self._expiry):
+        """Over `max_bytes`: ended channels' events go, oldest end first, then paused ones',
+        oldest pause first, then the writing channel's oldest (its newest event stays)."""
+        for name in [*self._expiry, *self._paused]:
             if self._bytes <= self.max_bytes:
                 return
             ch = self._channels.get(name)
@@ -341,6 +362,7 @@ class MemoryBus:
     def _remove(self, channel: str) -> _Channel | None:
         """Forget a channel and what it held."""
         self._expiry.pop(channel, None)
+        self._paused.pop(channel, None)
         ch = self._channels.pop(channel, None)
         if ch is not None:
             self._bytes -= ch.bytes + CHANNEL_COST
@@ -351,18 +373,20 @@ class MemoryBus:
         self._expiry.move_to_end(channel)
 
     def _purge(self) -> None:
-        """Forget ended channels past their ttl; deadlines are in order since ttl is fixed."""
+        """Forget ended and paused channels past their time (a channel someone reads gets
+        another ttl); deadlines are in order since each kind's ttl is fixed."""
         now = self._clock()
         watched: list[str] = []
-        while self._expiry:
-            channel, deadline = next(iter(self._expiry.items()))
-            if deadline > now:
-                break
-            del self._expiry[channel]
-            ch = self._channels.get(channel)
-            if ch is not None and ch.listeners > 0:
-                watched.append(channel)
-            else:
-                self._remove(channel)
+        for deadlines in (self._expiry, self._paused):
+            while deadlines:
+                channel, deadline = next(iter(deadlines.items()))
+                if deadline > now:
+                    break
+                del deadlines[channel]
+                ch = self._channels.get(channel)
+                if ch is not None and ch.listeners > 0:
+                    watched.append(channel)
+                else:
+                    self._remove(channel)
         for channel in watched:
             self._schedule_expiry(channel)

@@ -3,14 +3,16 @@
 Owns the Redis layout, all under a configurable prefix (default "toolrelay:"):
 
 - `<prefix>log:<channel>` — a Stream; event entries have ids "<seq>-0" and a
-  field `e` (a delta: `d`) holding orjson `{"type", "data"}`; `end` deletes
-  the finished turn's `d` entries (its `output_item.done` events hold the text)
-  and writes the stream anew (Redis frees deleted entries only with their whole
+  field `e` (a delta: `d`) holding orjson `{"type", "data"}`; `end` and `pause`
+  delete the turn's `d` entries (its `output_item.done` events hold the text)
+  and write the stream anew (Redis frees deleted entries only with their whole
   node); the end-of-turn marker is an entry "<seq>-<n>" (n ≥ 1, after the turn's
   last event) with a field `end`. A publish past `max_events` deletes the oldest.
 - `<prefix>seq:<channel>` — the INCR counter the seqs come from.
 - `<prefix>turn:<channel>` — "running" (a lease: it carries a ttl, renewed by
-  the owner's heartbeat, unless started with `begin`) or "ended".
+  the owner's heartbeat, unless started with `begin`), "paused" (no lease: the
+  next `acquire` or `begin` goes on with the turn, `start:` kept) or "ended".
+- `<prefix>start:<channel>` — the seq before the turn's first event.
 - `PUBLISH`/`SUBSCRIBE` on `<prefix>control:<channel>` for control messages.
 - The byte budget of all channels under the prefix (`max_bytes`, the server's
   `events_retain_mb`), shared by every worker: `<prefix>bytes` the total,
@@ -24,9 +26,9 @@ Owns the Redis layout, all under a configurable prefix (default "toolrelay:"):
 
 INCR and XADD run in one Lua script, so concurrent publishers (in any worker)
 never add seqs out of order; `acquire` checks and takes the lease in one
-script too, so one caller wins. `end` sets a ttl on the three keys; `begin`
-and `acquire` remove it from the counter and the log (and seed a missing
-counter from `seq_base`). Live reads use `XREAD BLOCK` with a
+script too, so one caller wins. `end` sets a ttl on the channel's keys, `pause`
+`PAUSE_KEPT` times that; `begin` and `acquire` remove it from the counter and
+the log (and seed a missing counter from `seq_base`). Live reads use `XREAD BLOCK` with a
 short timeout so `aclose` can stop subscribers without cancelling reads.
 When the last reader leaves, the pool's idle connections are closed.
 """
@@ -45,7 +47,7 @@ from redis.asyncio.client import PubSub
 from redis.asyncio.connection import AbstractConnection
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from toolrelay.adapters.events import Envelope, SeqBase
+from toolrelay.adapters.events import PAUSE_KEPT, Envelope, SeqBase
 from toolrelay.adapters.events.codec import body_envelope, event_body
 from toolrelay.core.events import DELTA_EVENTS, Event
 
@@ -98,6 +100,19 @@ local function drop(log, channel, entries, hole)
     if seq_of(newest) > was then redis.call('SET', key, seq_of(newest), 'PX', ARGV[3]) end
   end
   return account(channel, -freed)
+end
+-- delete the turn's deltas (entries after `from`), not a hole: its items hold the text; a
+-- stream frees what XDEL deleted only with its whole node: written anew, it does
+local function drop_deltas(log, channel, from)
+  local deltas = {}
+  for _, entry in ipairs(redis.call('XRANGE', log, string.format('%d-0', from + 1), '+')) do
+    if entry[2][1] == 'd' then deltas[#deltas + 1] = entry end
+  end
+  if #deltas == 0 then return end
+  drop(log, channel, deltas, false)
+  local kept = redis.call('XRANGE', log, '-', '+')
+  redis.call('DEL', log)
+  for _, entry in ipairs(kept) do redis.call('XADD', log, entry[1], unpack(entry[2])) end
 end
 -- take a channel off the count, its events and its `CHANNEL_COST`; returns the new total
 local function forget(name)
@@ -178,9 +193,12 @@ return seq
 """
 )
 
-# ARGV[1]: the seq base for a missing counter; ARGV[2]: lease ms, or 0 for no lease.
+# ARGV[1]: the seq base for a missing counter; ARGV[2]: lease ms, or 0 for no lease;
+# ARGV[3]: how long the turn's start (KEYS[4]) is kept, ms. A paused turn goes on: its
+# start stays (a new turn's is the last seq).
 _BEGIN: Final = """
-if ARGV[2] ~= '0' and redis.call('GET', KEYS[3]) == 'running' then return -1 end
+local state = redis.call('GET', KEYS[3])
+if ARGV[2] ~= '0' and state == 'running' then return -1 end
 if redis.call('EXISTS', KEYS[1]) == 0 then redis.call('SET', KEYS[1], ARGV[1]) end
 if ARGV[2] == '0' then
   redis.call('SET', KEYS[3], 'running')
@@ -189,7 +207,10 @@ else
 end
 redis.call('PERSIST', KEYS[1])
 redis.call('PERSIST', KEYS[2])
-return tonumber(redis.call('GET', KEYS[1]))
+local start = redis.call('GET', KEYS[4])
+if state ~= 'paused' or not start then start = redis.call('GET', KEYS[1]) end
+redis.call('SET', KEYS[4], start, 'PX', ARGV[3])
+return tonumber(start)
 """
 
 _RENEW: Final = """
@@ -212,21 +233,23 @@ if #last > 0 then
 end
 redis.call('XADD', KEYS[2], string.format('%d-%d', seq, n), 'end', '1')
 touch()
-local from = tonumber(redis.call('GET', KEYS[8]) or '0')
-local deltas = {}
-for _, entry in ipairs(redis.call('XRANGE', KEYS[2], string.format('%d-0', from + 1), '+')) do
-  if entry[2][1] == 'd' then deltas[#deltas + 1] = entry end
-end
-if #deltas > 0 then
-  drop(KEYS[2], ARGV[5], deltas, false)
-  -- a stream frees what XDEL deleted only with its whole node: written anew, it does
-  local kept = redis.call('XRANGE', KEYS[2], '-', '+')
-  redis.call('DEL', KEYS[2])
-  for _, entry in ipairs(kept) do redis.call('XADD', KEYS[2], entry[1], unpack(entry[2])) end
-end
+drop_deltas(KEYS[2], ARGV[5], tonumber(redis.call('GET', KEYS[8]) or '0'))
 redis.call('SET', KEYS[3], 'ended')
 for i = 1, 3 do redis.call('PEXPIRE', KEYS[i], ARGV[3]) end
 return seq
+"""
+)
+
+# No marker: readers wait on. The keys (the start's too) are kept `PAUSE_KEPT` times the
+# ttl (ARGV[10], ms); the next begin or acquire takes the ttl off again.
+_PAUSE: Final = (
+    _BUDGET
+    + """
+touch()
+drop_deltas(KEYS[2], ARGV[5], tonumber(redis.call('GET', KEYS[8]) or '0'))
+redis.call('SET', KEYS[3], 'paused')
+for _, i in ipairs({1, 2, 3, 8}) do redis.call('PEXPIRE', KEYS[i], ARGV[10]) end
+return 0
 """
 )
 
@@ -263,6 +286,8 @@ class RedisBus:
         self._max_events = str(max_events)
         self._max_bytes = str(max(1, int(max_bytes)))
         self._ttl_ms = str(max(1, int(ttl * 1000)))
+        self._kept_ms = str(int(self._ttl_ms) * PAUSE_KEPT)
+        """How long a paused channel, and a turn's start, are kept (ms)."""
         self._block_ms = max(1, int(poll_interval * 1000))
         self._poll_interval = poll_interval
         self._batch = batch
@@ -270,6 +295,7 @@ class RedisBus:
         self._begin = client.register_script(_BEGIN)
         self._renew = client.register_script(_RENEW)
         self._end = client.register_script(_END)
+        self._pause = client.register_script(_PAUSE)
         self._forget = client.register_script(_FORGET)
         self._active = 0
         self._idle = asyncio.Event()
@@ -350,11 +376,9 @@ class RedisBus:
 
     async def _start(self, channel: str, lease_ms: int) -> int | None:
         base = self._seq_base() if self._seq_base is not None else 0
-        start = int(await self._begin(keys=self._keys(channel), args=[base, lease_ms]))
-        if start < 0:
-            return None
-        await self._client.set(self._start_key(channel), start, px=int(self._ttl_ms) * 24)
-        return start
+        keys = [*self._keys(channel), self._start_key(channel)]
+        start = int(await self._begin(keys=keys, args=[base, lease_ms, self._kept_ms]))
+        return None if start < 0 else start
 
     async def renew(self, channel: str, *, ttl: float) -> bool:
         keys = [self._keys(channel)[2]]
@@ -369,6 +393,10 @@ class RedisBus:
 
     async def end(self, channel: str) -> None:
         await self._end(keys=self._all_keys(channel), args=self._args(channel))
+
+    async def pause(self, channel: str) -> None:
+        args = [*self._args(channel), self._kept_ms]
+        await self._pause(keys=self._all_keys(channel), args=args)
 
     async def forget(self, channel: str) -> None:
         await self._forget(keys=self._all_keys(channel), args=self._args(channel))

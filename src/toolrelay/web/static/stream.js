@@ -1,9 +1,10 @@
 // A chat's event stream (GET /api/chats/{id}/events, SSE) read with fetch, so that
 // errors have a status and reconnects carry Last-Event-ID themselves.
 //
-// The stream ends on its own once a turn (and its background tasks) ended; while a
-// turn runs, a dropped connection is resumed from the last event id seen, so no event
-// is lost or repeated. WHATWG SSE framing: fields `id`, `event`, `data`, `retry`.
+// The stream ends on its own once a turn (and its background tasks) ended; a turn
+// paused for an answer has not, and its rest follows on the same stream. While a turn
+// runs, a dropped connection is resumed from the last event id seen, so no event is
+// lost or repeated. WHATWG SSE framing: fields `id`, `event`, `data`, `retry`.
 
 export class ChatStream {
   constructor(chatId, { onEvent, onStatus, lastId = null }) {

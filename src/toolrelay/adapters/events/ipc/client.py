@@ -80,6 +80,10 @@ class IpcBus:
         link = self._link or await self._connect()
         await link.call("end", channel)
 
+    async def pause(self, channel: str) -> None:
+        link = self._link or await self._connect()
+        await link.call("pause", channel)
+
     async def last_seq(self, channel: str) -> int:
         link = self._link or await self._connect()
         seq: int = await link.call("last", channel)

@@ -377,6 +377,7 @@ _OPS: Final[dict[str, Callable[[_Peer, int, list[Any]], None]]] = {
     "pub": _Peer._publish,
     "begin": _on_channel(MemoryBus.begin),
     "end": _on_channel(MemoryBus.end),
+    "pause": _on_channel(MemoryBus.pause),
     "acq": _Peer._acquire,
     "renew": _Peer._renew,
     "last": _on_channel(MemoryBus.last_seq),
