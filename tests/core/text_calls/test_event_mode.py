@@ -1,4 +1,4 @@
-"""Tool calls written as text by a model behind a Responses API server (`core.text_calls.event_mode`).
+"""Tool calls written as text by a model behind a Responses API server (`core.text_calls.stage`).
 
 The same recognition as for Chat Completions bodies, on Responses events: a
 message that is wholly a call becomes the `function_call` item a native call

@@ -4,7 +4,10 @@ A response arrives in one of two input modes, each with its own class:
 `DeltaAccumulator` (`core.stream.delta_accumulator`) takes the normalised deltas of
 Chat Completions and Ollama; `EventAccumulator` (`core.stream.event_accumulator`)
 takes Responses API events through the pure reducer. `core.stream.reader.BodyReader`
-picks one per response. Both end with `finish()`. Invariants:
+picks one per response. Both end with `finish()`. What was said about the response
+rather than its items (usage, finish reason, error, id, status) is a `ResponseFacts`
+value an accumulator may share: the reader's two share one, so what a body said
+before its first Responses event counts, with nothing copied. Invariants:
 
 1. Items get stable ids when created and are announced once with
    `response.output_item.added`; a function_call is announced as soon as its
@@ -35,9 +38,23 @@ from toolrelay.core.stream.deltas import Delta, ErrorDelta, FinishDelta, Respons
 from toolrelay.core.tools.calls import split_calls
 from toolrelay.core.turn.usage import normalise_usage
 
-__all__ = ["Accumulator", "Clock"]
+__all__ = ["Accumulator", "Clock", "ResponseFacts"]
 
 Clock = Callable[[], float]
+
+
+class ResponseFacts:
+    """What a response said about itself, apart from its items (module doc)."""
+
+    __slots__ = ("error", "error_data", "finish_reason", "response_id", "status", "usage")
+
+    def __init__(self) -> None:
+        self.usage: dict[str, Any] | None = None
+        self.finish_reason: str | None = None
+        self.error: str | None = None
+        self.error_data: Any = None
+        self.response_id: str | None = None
+        self.status: str | None = None
 
 
 class Accumulator:
@@ -50,7 +67,9 @@ class Accumulator:
         offset: int = 0,
         quiet: bool = False,
         call_ids: Iterable[str] = (),
+        facts: ResponseFacts | None = None,
     ) -> None:
+        self.facts = ResponseFacts() if facts is None else facts
         self._items: list[Item] = []
         self._call_ids = set(call_ids)
         """Call ids already taken in the conversation or this response (invariant 5)."""
@@ -58,14 +77,57 @@ class Accumulator:
         self._quiet = quiet
         """Nobody listens: the per-chunk delta events are not built (items are the same)."""
         self._clock = clock
-        self.usage: dict[str, Any] | None = None
-        self.finish_reason: str | None = None
-        self.error: str | None = None
-        self.error_data: Any = None
-        self.response_id: str | None = None
-        self.status: str | None = None
         self.code_closed = False
         self.finished = False
+
+    # -- what was said about the response (`facts`) ------------------------------
+    @property
+    def usage(self) -> dict[str, Any] | None:
+        return self.facts.usage
+
+    @usage.setter
+    def usage(self, value: dict[str, Any] | None) -> None:
+        self.facts.usage = value
+
+    @property
+    def finish_reason(self) -> str | None:
+        return self.facts.finish_reason
+
+    @finish_reason.setter
+    def finish_reason(self, value: str | None) -> None:
+        self.facts.finish_reason = value
+
+    @property
+    def error(self) -> str | None:
+        return self.facts.error
+
+    @error.setter
+    def error(self, value: str | None) -> None:
+        self.facts.error = value
+
+    @property
+    def error_data(self) -> Any:
+        return self.facts.error_data
+
+    @error_data.setter
+    def error_data(self, value: Any) -> None:
+        self.facts.error_data = value
+
+    @property
+    def response_id(self) -> str | None:
+        return self.facts.response_id
+
+    @response_id.setter
+    def response_id(self, value: str | None) -> None:
+        self.facts.response_id = value
+
+    @property
+    def status(self) -> str | None:
+        return self.facts.status
+
+    @status.setter
+    def status(self, value: str | None) -> None:
+        self.facts.status = value
 
     # -- reading -----------------------------------------------------------
     @property
@@ -81,12 +143,6 @@ class Accumulator:
         """The items with everything buffered folded in (a mode may buffer)."""
         return self._items
 
-    def carry_over(self, other: Accumulator) -> None:
-        """Take what `other` learnt about the response before this one took over."""
-        self.usage, self.finish_reason = other.usage, other.finish_reason
-        self.error, self.error_data = other.error, other.error_data
-        self.response_id = other.response_id
-
     # -- feeding -----------------------------------------------------------
     def feed(self, delta: Delta) -> list[Event]:
         out: list[Event] = []
@@ -100,19 +156,9 @@ class Accumulator:
         return out
 
     def feed_into(self, delta: Delta, out: list[Event]) -> None:
-        """`out += feed(delta)`; in this base, only deltas that build no item."""
+        """`out += feed(delta)`: here, what a delta says about the response; an item it
+        would build counts only in the deltas mode (`DeltaAccumulator` builds it)."""
         out += self._about_response(delta)
-
-    # The lanes of `core.stream.deltas.DeltaSink`: in this base they build nothing, like the
-    # deltas they stand for (a subclass that builds items overrides them).
-    def text(self, text: str, out: list[Event]) -> None:
-        pass
-
-    def reasoning(self, text: str, out: list[Event]) -> None:
-        pass
-
-    def arguments(self, slot: int, fragment: str, out: list[Event]) -> None:
-        pass
 
     def _about_response(self, delta: Delta) -> list[Event]:
         """Deltas that say something about the response, not its items."""
@@ -142,7 +188,8 @@ class Accumulator:
         return self._finish("incomplete" if truncated or self.error else "completed")
 
     def _finish(self, status: str) -> list[Event]:
-        return []
+        """Close the items (each input mode its own way) with `status`; their events."""
+        raise NotImplementedError
 
     # -- item plumbing -------------------------------------------------------
     def _announce(self, item: Item, index: int) -> Event:

@@ -11,7 +11,8 @@ open) have lanes, `text`, `reasoning` and `arguments` (`core.stream.deltas.Delta
 a translator's hot path calls them with the string, so no delta is built per
 chunk, and `feed_into` dispatches to the same lanes, so each delta has one
 meaning. A lane's common case is inline: one append and, unless quiet, one
-event. A subclass that intercepts deltas overrides the lanes too.
+event. What intercepts deltas sits in front of the lanes, not under them (the
+text-call stage, `core.text_calls.stage`, is a `DeltaSink` feeding these).
 """
 
 from __future__ import annotations

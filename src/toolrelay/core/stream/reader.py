@@ -7,11 +7,16 @@ anything else is a Chat Completions chunk. A frame that is not JSON ends the
 read with an error (SPEC R22: the partial output is kept, nothing crashes).
 
 Input modes: a body is read by a `DeltaAccumulator` (Chat Completions,
-Ollama) until its first Responses event, which switches it to an
-`EventAccumulator` (what was said about the response so far is kept). A body
-speaks one API: once deltas have built items, Responses events are ignored
-except `error`; once in events mode, chunks add no items (their usage,
-finish reason and errors still count).
+Ollama) until its first Responses event, from which an `EventAccumulator` reads
+it; the two share one `ResponseFacts`, so what was said about the response
+before (an error, usage) counts. A body speaks one API: once deltas have built
+items, Responses events are ignored except `error`; once in events mode, chunks
+add no items (their usage, finish reason and errors still count).
+
+With `text_tools`, a text-call stage sits between the translator and the
+accumulator of either mode (`core.text_calls.stage`): what the reader would feed
+the accumulator, it feeds the stage, and the stage's `finish` runs before the
+accumulator's.
 A whole body that is UTF-8 text but not JSON (a plain-text or HTML 200) is
 passed through as the answer (SPEC R2, R23); cut JSON or binary is an error.
 """
@@ -34,14 +39,19 @@ from toolrelay.core.formats.content import BodyFormat, detect_format
 from toolrelay.core.formats.ollama.parse import OllamaDecoder
 from toolrelay.core.formats.responses.parse import EVENT_TYPES, response_object_to_output
 from toolrelay.core.items import Item
-from toolrelay.core.stream.accumulator import Accumulator, Clock
+from toolrelay.core.stream.accumulator import Clock, ResponseFacts
 from toolrelay.core.stream.delta_accumulator import DeltaAccumulator
-from toolrelay.core.stream.deltas import ErrorDelta, FinishDelta, TextDelta
+from toolrelay.core.stream.deltas import (
+    Delta,
+    DeltaSink,
+    ErrorDelta,
+    FinishDelta,
+    TextDelta,
+)
 from toolrelay.core.stream.event_accumulator import EventAccumulator
 from toolrelay.core.stream.framing import NDJSONDecoder, RawFrame, SSEDecoder
 from toolrelay.core.stream.think_tags import TagConfig
-from toolrelay.core.text_calls.delta_mode import TextCallAccumulator
-from toolrelay.core.text_calls.event_mode import TextCallEventAccumulator
+from toolrelay.core.text_calls.stage import TextCallDeltas, TextCallEvents
 from toolrelay.core.turn.usage import normalise_usage
 
 _SNIPPET = 200
@@ -84,23 +94,30 @@ class BodyReader:
         text_tools: Collection[str] = (),
     ) -> None:
         """`text_tools`: names of the offered tools whose calls written as text in the
-        content become real calls (`core.text_calls.delta_mode`, and
-        `core.text_calls.event_mode` for a Responses API body); empty: none do."""
+        content become real calls (`core.text_calls.stage`); empty: none do."""
         self.format = format
         self._options: dict[str, Any] = {
             "clock": clock,
             "offset": offset,
             "quiet": quiet,
             "call_ids": call_ids,
+            "facts": ResponseFacts(),
         }
         self._text_tools = text_tools
-        self.acc: Accumulator = (
-            TextCallAccumulator(tools=text_tools, tags=tags, **self._options)
-            if text_tools
-            else DeltaAccumulator(tags=tags, **self._options)
-        )
-        """Deltas until the first Responses event arrives (module doc: input modes)."""
+        self._deltas = DeltaAccumulator(tags=tags, **self._options)
+        """The deltas mode's accumulator (module doc: input modes)."""
         self._events: EventAccumulator | None = None
+        """The events mode's, from the first Responses event before any item."""
+        self._stage: TextCallDeltas | TextCallEvents | None = None
+        """The text-call stage in front of the accumulator in use, if any."""
+        self._sink: DeltaSink = self._deltas
+        """Where deltas go: the deltas mode's stage or accumulator (`_ResponsesOnly` later)."""
+        self._event_sink: EventAccumulator | TextCallEvents | None = None
+        """Where Responses events go: the events mode's stage or accumulator."""
+        if text_tools:
+            reasoning = tags.reasoning if tags is not None else ()
+            self._stage = TextCallDeltas(text_tools, self._deltas, reasoning=reasoning)
+            self._sink = self._stage
         self._sse = SSEDecoder() if format == "sse" else None
         self._ndjson = NDJSONDecoder() if format == "ndjson" else None
         self._chat = ChatCompletionsDecoder()
@@ -112,6 +129,24 @@ class BodyReader:
         """Payloads parsed as JSON so far (0 at the end means nothing readable came)."""
         self.stopped = False
         """True once the body said it was over, or was malformed: later bytes are ignored."""
+
+    @property
+    def acc(self) -> DeltaAccumulator | EventAccumulator:
+        """The accumulator of the body's input mode: its items and what it said."""
+        events = self._events
+        return self._deltas if events is None else events
+
+    def _feed(self, delta: Delta) -> list[Event]:
+        out: list[Event] = []
+        self._sink.feed_into(delta, out)
+        return out
+
+    def _feed_many(self, deltas: Iterable[Delta]) -> list[Event]:
+        out: list[Event] = []
+        feed_into = self._sink.feed_into
+        for delta in deltas:
+            feed_into(delta, out)
+        return out
 
     def feed(self, data: bytes) -> list[Event]:
         if self.stopped:
@@ -144,7 +179,9 @@ class BodyReader:
                 out.extend(self._whole(b"".join(self._json)))
         truncated = dropped or not self._ended()
         if truncated and self.acc.error is None:
-            out.extend(self.acc.feed(self._cut_short(dropped)))
+            out.extend(self._feed(self._cut_short(dropped)))
+        if self._stage is not None:  # what the stage held goes on first
+            out.extend(self._stage.finish(truncated=truncated))
         out.extend(self.acc.finish(truncated=truncated))
         self.stopped = True
         return out
@@ -192,7 +229,7 @@ class BodyReader:
         """Each frame's payload to its reader; an `event: error` frame comes as a
         `RawFrame` (`SSEDecoder.feed_data`), any other as its data bytes."""
         out: list[Event] = []
-        acc, chat_feed, events = self.acc, self._chat.feed_into, self._events
+        sink, chat_feed, events = self._sink, self._chat.feed_into, self._event_sink
         parsed = 0  # added to `self.frames` on the way out: one attribute write per read
         for frame in frames:
             try:
@@ -207,7 +244,7 @@ class BodyReader:
                     return out + self._malformed(data.decode("utf-8", "replace"))
                 if isinstance(frame, tuple):  # `event: error`: the payload is an error
                     parsed += 1
-                    out += acc.feed(error_from_payload(obj))
+                    sink.feed_into(error_from_payload(obj), out)
                     continue
             if obj.__class__ is not dict:  # a JSON value that is not an object
                 data = frame[0] if isinstance(frame, tuple) else frame
@@ -216,15 +253,15 @@ class BodyReader:
             parsed += 1
             kind = obj.get("type")
             if kind is None:  # a Chat Completions chunk (the hot path of its stream)
-                chat_feed(obj, acc, out)
+                chat_feed(obj, sink, out)
             elif kind.__class__ is str and (kind in EVENT_TYPES or kind.startswith("response.")):
                 if events is not None:  # the hot path of a Responses stream
                     events.feed_event_into(obj, kind, out, True)  # owned: a fresh parse
                     continue
                 out += self._event(obj, owned=True)
-                acc, events = self.acc, self._events
+                sink, events = self._sink, self._event_sink
             else:
-                chat_feed(obj, acc, out)
+                chat_feed(obj, sink, out)
         self.frames += parsed
         return out
 
@@ -235,12 +272,12 @@ class BodyReader:
             if obj is None:
                 return out + self._malformed(line.decode("utf-8", "replace"))
             self.frames += 1
-            out.extend(self.acc.feed_many(self._ollama.feed(obj)))
+            out.extend(self._feed_many(self._ollama.feed(obj)))
         return out
 
     def _whole(self, body: bytes) -> list[Event]:
         if not body.strip():
-            return self.acc.feed(ErrorDelta("The model server sent an empty body."))
+            return self._feed(ErrorDelta("The model server sent an empty body."))
         obj = self._parse(body)
         if obj is None:
             text = _plain_text(body)
@@ -249,17 +286,17 @@ class BodyReader:
             return self._malformed(body.decode("utf-8", "replace"))
         self.frames += 1
         if "choices" in obj:
-            return self.acc.feed_many(completion_to_deltas(obj))
+            return self._feed_many(completion_to_deltas(obj))
         if "message" in obj:
-            return self.acc.feed_many(self._ollama.feed(obj))
+            return self._feed_many(self._ollama.feed(obj))
         if obj.get("object") == "response" or isinstance(obj.get("output"), list):
             return self._response_object(obj)
-        return self.acc.feed(error_from_payload(obj))
+        return self._feed(error_from_payload(obj))
 
     def _passthrough(self, text: str) -> list[Event]:
         """A body in no known format is the answer, as it is (SPEC R2, R23)."""
         self.frames += 1
-        return self.acc.feed_many([TextDelta(text), FinishDelta("stop")])
+        return self._feed_many([TextDelta(text), FinishDelta("stop")])
 
     def _response_object(self, obj: dict[str, Any]) -> list[Event]:
         output, _meta = response_object_to_output(obj)
@@ -274,20 +311,18 @@ class BodyReader:
         return out + self._event({"type": "response.completed", "response": obj})
 
     def _event(self, obj: dict[str, Any], *, owned: bool = False) -> list[Event]:
-        """A Responses API event: the first one before any item switches to events mode."""
-        events = self._events
+        """A Responses API event: the first one before any item starts the events mode."""
+        events = self._event_sink
         if events is None:
-            deltas = self.acc
-            if deltas.output or (isinstance(deltas, TextCallAccumulator) and deltas.holding):
+            stage = self._stage
+            if self._deltas.output or (isinstance(stage, TextCallDeltas) and stage.holding):
                 # deltas built items (or hold content): this body speaks Chat Completions
-                return deltas.feed(error_from_payload(obj)) if obj.get("type") == "error" else []
-            events = self._events = (
-                TextCallEventAccumulator(tools=self._text_tools, **self._options)
-                if self._text_tools
-                else EventAccumulator(**self._options)
-            )
-            events.carry_over(deltas)
-            self.acc = events
+                return self._feed(error_from_payload(obj)) if obj.get("type") == "error" else []
+            events = self._events = EventAccumulator(**self._options)
+            if self._text_tools:
+                events = self._stage = TextCallEvents(self._text_tools, events)
+            self._event_sink = events
+            self._sink = _ResponsesOnly(self._events)
         return events.feed_event(obj, owned=owned)
 
     def _parse(self, data: str | bytes) -> dict[str, Any] | None:
@@ -305,11 +340,34 @@ class BodyReader:
     def _malformed(self, data: str) -> list[Event]:
         self.stopped = True
         if self._at_end and self._json == []:
-            return self.acc.feed(
+            return self._feed(
                 ErrorDelta("Model response incomplete: the body ended inside a chunk.")
             )
         snippet = data[:_SNIPPET] + ("…" if len(data) > _SNIPPET else "")
-        return self.acc.feed(ErrorDelta(f"Malformed chunk from the model server: {snippet!r}"))
+        return self._feed(ErrorDelta(f"Malformed chunk from the model server: {snippet!r}"))
+
+
+class _ResponsesOnly:
+    """The delta sink of a body that speaks the Responses API: a stray chunk's text,
+    reasoning and arguments build nothing (its items are the events'), what a delta
+    says about the response counts (module doc: input modes)."""
+
+    __slots__ = ("_acc",)
+
+    def __init__(self, acc: EventAccumulator) -> None:
+        self._acc = acc
+
+    def feed_into(self, delta: Delta, out: list[Event]) -> None:
+        self._acc.feed_into(delta, out)  # usage, finish reason, errors, the id: the rest is not
+
+    def text(self, text: str, out: list[Event]) -> None:
+        return None
+
+    def reasoning(self, text: str, out: list[Event]) -> None:
+        return None
+
+    def arguments(self, slot: int, fragment: str, out: list[Event]) -> None:
+        return None
 
 
 def _plain_text(body: bytes) -> str | None:

@@ -4,8 +4,8 @@ Small local models (Qwen2.5-Coder through llama.cpp, among others) are offered
 tools but answer with the call written out as content instead of a native
 `tool_calls` field. This module decides whether a response's whole content is
 such a call, and which calls it makes. It owns only that decision: no items,
-no events, no I/O (`core.text_calls.delta_mode` turns calls into the same
-deltas a provider would send).
+no events, no I/O (`core.text_calls.stage` turns calls into the same
+deltas, or events, a provider would send).
 
 What counts (after leading whitespace; only whitespace between and after):
 
