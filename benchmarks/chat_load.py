@@ -73,7 +73,7 @@ async def _until_end(client: httpx2.AsyncClient, chat_id: str) -> None:
         async for chunk in response.aiter_bytes():
             for frame in decoder.feed(chunk):
                 event = orjson.loads(frame.data)
-                if event["type"] == "chat:snapshot" and not event["data"]["running"]:
+                if event.get("type") == "chat:snapshot" and not event["data"]["running"]:
                     return  # already over when we arrived
 
 

@@ -35,7 +35,9 @@ def test_the_documented_table_is_the_generated_one() -> None:
 def test_the_schema_is_valid_and_names_every_payload() -> None:
     made = schema()
     jsonschema.Draft202012Validator.check_schema(made)
-    assert {rule["if"]["properties"]["type"]["const"] for rule in made["allOf"]} == set(ev.PAYLOADS)
+    typed = [rule for rule in made["allOf"] if "properties" in rule["if"]]
+    assert {rule["if"]["properties"]["type"]["const"] for rule in typed} == set(ev.PAYLOADS)
+    assert len(made["allOf"]) == len(typed) + 1  # and a delta's lean frame (no type)
 
 
 VALID: list[dict[str, Any]] = [
@@ -47,6 +49,8 @@ VALID: list[dict[str, Any]] = [
     {"type": ev.TOOL_PROGRESS, "data": {"call_id": None, "progress": 0.5}},
     {"type": "my_tool:own_event", "data": {"anything": [1, 2]}},  # a tool's own event
     {"type": ev.CHAT_COMPLETION, "data": {"usage": {"input_tokens": 3}}},
+    {"data": {"delta": "more"}},  # a chat stream's lean delta: its place as before
+    {"data": {"item_id": "msg_2", "output_index": 1, "delta": "x"}},  # its place moved
 ]
 INVALID: list[dict[str, Any]] = [
     {"type": ev.OUTPUT_TEXT_DELTA, "data": {"item_id": "msg_1", "output_index": 0}},  # no delta
@@ -54,6 +58,9 @@ INVALID: list[dict[str, Any]] = [
     {"type": ev.OUTPUT_ITEM_DONE, "data": {"output_index": "0", "item": {}}},
     {"type": ev.CHAT_MESSAGE_ERROR, "data": {"error": {}}},
     {"type": ev.CHAT_TAGS},
+    {"data": {"item_id": "msg_1"}},  # a lean delta without its delta
+    {"data": {"delta": "x", "output_index": "0"}},
+    {"delta": "x"},  # no data
 ]
 
 

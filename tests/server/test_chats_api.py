@@ -7,12 +7,14 @@ import time
 from typing import Any
 
 import httpx2
+import orjson
 import pytest
 
 from tests.patience import HANG
 from tests.server.conftest import Running
 from toolrelay.adapters.stores import sql_search
 from toolrelay.core.events import DELTA_EVENTS
+from toolrelay.core.stream.framing import SSEDecoder
 from toolrelay.events import ChatStreamReader
 from toolrelay.testing.fake_server import SSEReply
 from toolrelay.testing.wire import ToolCallSpec, chat_chunks
@@ -20,18 +22,40 @@ from toolrelay.testing.wire import ToolCallSpec, chat_chunks
 CHAT = "/v1/chat/completions"
 
 
+class Frames:
+    """A chat stream's events: whole (`ChatStreamReader`), or `raw`, each frame's
+    `data:` line as sent (a lean delta without `type`: what the schema checks) and,
+    under `event`, the frame's `event:` line."""
+
+    def __init__(self, *, raw: bool = False) -> None:
+        self._whole = None if raw else ChatStreamReader()
+        self._raw = SSEDecoder()
+
+    def feed(self, chunk: bytes) -> list[tuple[int, dict[str, Any]]]:
+        if self._whole is not None:
+            return [(int(i or 0), e.to_dict()) for i, e in self._whole.feed(chunk)]
+        frames = self._raw.feed(chunk)
+        return [(int(f.id or 0), {**orjson.loads(f.data), "event": f.event}) for f in frames]
+
+
 def read_events(
-    client: httpx2.Client, chat_id: str, *, last: int | None = None, limit: int | None = None
+    client: httpx2.Client,
+    chat_id: str,
+    *,
+    last: int | None = None,
+    limit: int | None = None,
+    raw: bool = False,
 ) -> list[tuple[int, dict[str, Any]]]:
-    """(seq, {type, data}) until the stream ends, or `limit` events then disconnect."""
+    """(seq, {type, data}) until the stream ends, or `limit` events then disconnect;
+    `raw`: as sent (`Frames`)."""
     headers = {"Last-Event-ID": str(last)} if last is not None else {}
     out: list[tuple[int, dict[str, Any]]] = []
-    decoder = ChatStreamReader()
+    decoder = Frames(raw=raw)
     with client.stream("GET", f"/api/chats/{chat_id}/events", headers=headers) as response:
         assert response.status_code == 200
         for chunk in response.iter_bytes():
-            for frame_id, whole in decoder.feed(chunk):
-                out.append((int(frame_id or 0), whole.to_dict()))
+            for seq, event in decoder.feed(chunk):
+                out.append((seq, event))
                 if limit is not None and len(out) >= limit:
                     return out
     return out
@@ -52,25 +76,26 @@ def events_answering_tools(
     *,
     last: int | None = None,
     paused_first: bool = False,
+    raw: bool = False,
 ) -> list[tuple[int, dict[str, Any]]]:
     """Read the chat's events in one stream to its end, answering each `execute:tool` (or
     a snapshot's `waiting` question: the stream began while the turn was paused) once
     with `result`. A turn paused for the answer keeps the stream open (docs/events.md).
     `last`: the Last-Event-ID to start from (0: the running turn from its start).
     `paused_first`: each answer waits until the turn is saved paused, so it takes the
-    turn on (maybe in another worker) rather than reaching it while it runs."""
+    turn on (maybe in another worker) rather than reaching it while it runs.
+    `raw`: the events as sent (`Frames`)."""
     seen: list[tuple[int, dict[str, Any]]] = []
     answered: set[str] = set()
     headers = {"Last-Event-ID": str(last)} if last is not None else {}
-    decoder = ChatStreamReader()
+    decoder = Frames(raw=raw)
     with client.stream("GET", f"/api/chats/{chat_id}/events", headers=headers) as response:
         for chunk in response.iter_bytes():
-            for frame_id, whole in decoder.feed(chunk):
-                event = whole.to_dict()
-                seen.append((int(frame_id or 0), event))
-                if event["type"] == "execute:tool":
+            for seq, event in decoder.feed(chunk):
+                seen.append((seq, event))
+                if event.get("type") == "execute:tool":  # raw: a delta has no type
                     asks = [event["data"]["id"]]
-                elif event["type"] == "chat:snapshot":
+                elif event.get("type") == "chat:snapshot":
                     asks = [ask["id"] for ask in event["data"].get("waiting", [])]
                 else:
                     continue

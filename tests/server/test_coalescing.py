@@ -2,7 +2,7 @@
 
 The upstream sends its text chunks back to back. With a window of 0 every
 chunk reaches the client as its own delta; with a window of a minute deltas
-merge up to `coalesce_chunks` (16) each, so nothing here depends on the clock.
+merge up to `coalesce_chunks` (32) each, so nothing here depends on the clock.
 The text is whole either way.
 """
 
@@ -62,7 +62,7 @@ def test_a_long_window_merges_deltas_and_keeps_the_text(running: Running) -> Non
     pieces = _deltas(running, CHAT, _chat(coalesce_ms=MINUTE, include_usage=True))
     assert "".join(pieces) == "".join(WORDS)
     assert pieces[0] == WORDS[0]  # the first token is never held
-    assert len(pieces) <= 3  # 1 + 23 merged 16 at most per delta
+    assert len(pieces) <= 3  # 1 + 23 merged, 32 at most per delta
 
 
 def test_the_responses_api_takes_the_same_option(running: Running) -> None:

@@ -27,12 +27,15 @@ from toolrelay.testing.fake_server import SSEReply
 from toolrelay.testing.wire import ToolCallSpec, chat_chunks
 
 
-def check(events: list[tuple[int, dict[str, Any]]]) -> set[str]:
-    """Validate each event; the types seen."""
+def check(frames: list[tuple[int, dict[str, Any]]]) -> set[str]:
+    """Validate each frame's `data:` line as sent (`read_events(raw=True)`); the types
+    seen, from the frames' `event:` lines (a delta's data names none)."""
     validator = jsonschema.Draft202012Validator(schema())
-    for _, event in events:
-        validator.validate(event)
-    return {event["type"] for _, event in events}
+    for _, frame in frames:
+        sent = {k: v for k, v in frame.items() if k != "event"}
+        validator.validate(sent)
+        assert sent.get("type", frame["event"]) == frame["event"], frame
+    return {frame["event"] for _, frame in frames}
 
 
 def test_a_turn_with_a_client_tool_keeps_to_the_schema(running: Running) -> None:
@@ -53,9 +56,9 @@ def test_a_turn_with_a_client_tool_keeps_to_the_schema(running: Running) -> None
         client.post(
             f"/api/chats/{chat_id}/messages", json={"content": "where?", "tools": LOCATION_TOOL}
         )
-        seen = events_answering_tools(client, chat_id, "Paris")
+        seen = events_answering_tools(client, chat_id, "Paris", raw=True)
         wait_saved(client, chat_id)
-        types = check(seen) | check(read_events(client, chat_id, last=0))
+        types = check(seen) | check(read_events(client, chat_id, last=0, raw=True))
     assert {
         "chat:snapshot",
         "response.output_item.added",
@@ -73,5 +76,7 @@ def test_a_cancelled_turn_keeps_to_the_schema(running: Running) -> None:
         chat_id, first = start_stalling_turn(running, client)
         assert client.post(f"/api/chats/{chat_id}/cancel").json() == {"cancelled": True}
         wait_saved(client, chat_id, status="cancelled")
-        types = check(first) | check(read_events(client, chat_id, last=first[0][0]))
+        types = check(read_events(client, chat_id, last=first[0][0], raw=True))
+    for _, event in first:  # the snapshot and the turn's start, read whole
+        jsonschema.Draft202012Validator(schema()).validate(event)
     assert {"chat:tasks:cancel", "chat:completion"} <= types

@@ -8,7 +8,9 @@ Regenerate both with `python -m toolrelay.core.event_schema docs`.
 
 The schema describes one event, `{"type", "data"}` (an SSE frame's `data:`
 line): a known `type` must carry its payload; an unknown one (a tool's own
-event) only needs an object. Payloads allow more keys than they name.
+event) only needs an object. Payloads allow more keys than they name. A
+delta's frame on a chat's stream has no `type` (`LeanDeltaData`,
+`core.formats.chat_stream`).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Any, NotRequired, Required, Union, get_args, get_origin, get_
 
 import orjson
 
-from toolrelay.core.events import PAYLOADS
+from toolrelay.core.events import PAYLOADS, LeanDeltaData
 
 SCHEMA_ID = "https://toolrelay.dev/events.schema.json"
 TABLE_START = "<!-- event table: made by python -m toolrelay.core.event_schema docs -->"
@@ -31,7 +33,11 @@ TABLE_END = "<!-- end of event table -->"
 def schema() -> dict[str, Any]:
     """The JSON Schema (draft 2020-12) of one event of the protocol."""
     defs: dict[str, Any] = {}
-    rules: list[dict[str, Any]] = []
+    _define(LeanDeltaData, defs)
+    lean = {"$ref": f"#/$defs/{LeanDeltaData.__name__}"}
+    rules: list[dict[str, Any]] = [  # a frame without `type`: a chat stream's delta
+        {"if": {"not": {"required": ["type"]}}, "then": {"properties": {"data": lean}}}
+    ]
     for name, payload in PAYLOADS.items():
         _define(payload, defs)
         rules.append(
@@ -46,10 +52,12 @@ def schema() -> dict[str, Any]:
         "title": "toolrelay event",
         "description": (
             "One event a client sees: {type, data}. Known types carry their payload; "
-            "other types (a tool's own events) pass through with any object."
+            "other types (a tool's own events) pass through with any object. A delta's "
+            "frame on a chat's stream leaves out `type` (its SSE `event:` line names it) "
+            "and its place when unchanged (LeanDeltaData)."
         ),
         "type": "object",
-        "required": ["type", "data"],
+        "required": ["data"],
         "properties": {
             "type": {"type": "string", "examples": list(PAYLOADS)},
             "data": {"type": "object"},

@@ -78,6 +78,17 @@ class DeltaData(TypedDict):
     content_index: NotRequired[int]
 
 
+class LeanDeltaData(TypedDict):
+    """A delta's frame on a chat's stream: no `type` beside its `data` (the frame's
+    `event:` line names it); `item_id`, `output_index` and `content_index` only when
+    one differs from the stream's previous delta: else they are that delta's."""
+
+    delta: str
+    item_id: NotRequired[str]
+    output_index: NotRequired[int]
+    content_index: NotRequired[int]
+
+
 class ArgumentsDoneData(TypedDict):
     """A function call's arguments are whole."""
 

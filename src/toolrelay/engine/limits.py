@@ -36,7 +36,7 @@ class RunLimits:
     """Seconds to wait for a client-side tool's result or an approval."""
     coalesce_ms: float = 20.0
     """Delta events of one item are merged over this window; 0 sends every chunk."""
-    coalesce_chunks: int = 16
+    coalesce_chunks: int = 32
     """… or over this many chunks, whichever comes first."""
     interpreter_retries: int = 5
     """Code-interpreter runs per turn (SPEC R16)."""

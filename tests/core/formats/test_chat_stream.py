@@ -60,28 +60,47 @@ def _turn() -> list[Event]:
 
 
 def _sent(events: list[Event]) -> list[dict[str, Any]]:
+    """Each frame's `data:` line, with `event` (its `event:` line) beside."""
     frames = ChatFrames()
     wire = b"".join(frames.frame(seq, event) for seq, event in enumerate(events, 1))
-    return [orjson.loads(f.data) for f in SSEDecoder().feed(wire)]
+    return [{**orjson.loads(f.data), "event": f.event} for f in SSEDecoder().feed(wire)]
 
 
 def test_a_reader_sent_every_delta_gets_each_done_without_the_text() -> None:
     events = _turn()
     sent = _sent(events)
-    done = [e["data"] for e in sent if e["type"] == ev.OUTPUT_ITEM_DONE]
+    done = [e["data"] for e in sent if e["event"] == ev.OUTPUT_ITEM_DONE]
     assert [d.get("from_deltas") for d in done] == [True, True]
     assert "arguments" not in done[0]["item"]
     assert done[1]["item"]["content"] == [{"type": "output_text", "annotations": []}]
     assert b"Hello there." not in orjson.dumps(sent)  # the text went only as its deltas
 
 
+def test_a_delta_frame_names_its_place_only_when_it_moved() -> None:
+    events = _turn()
+    events.insert(2, Event(events[1].type, {**events[1].data, "delta": "", "logprobs": []}))
+    sent = _sent(events)
+    deltas = [e for e in sent if e["event"] in ev.DELTA_EVENTS]
+    assert all("type" not in e for e in deltas)  # the `event:` line names it
+    assert [e["data"] for e in deltas] == [
+        {"item_id": "fc_1", "output_index": 0, "delta": '{"a":'},
+        {"delta": "", "logprobs": []},  # a provider's own field passes through
+        {"delta": " 1}"},
+        {"item_id": "msg_1", "output_index": 1, "content_index": 0, "delta": "Hello "},
+        {"delta": "there."},
+    ]
+    assert all(e["type"] == e["event"] for e in sent if e not in deltas)
+
+
 def test_read_back_every_event_is_the_one_the_bus_held() -> None:
     events = _turn()
+    events.insert(2, Event(events[1].type, {**events[1].data, "delta": "", "logprobs": []}))
     frames = ChatFrames()
     wire = b"".join(frames.frame(seq, event) for seq, event in enumerate(events, 1))
     reader = ChatStreamReader()
     got = [e for chunk in _chunks(wire, 7) for _, e in reader.feed(chunk)]
     assert got == events
+    assert wire.count(b'"from_deltas":true') == 2  # both items' text put back from deltas
 
 
 def test_a_reader_that_joined_mid_item_gets_it_whole() -> None:

@@ -6,18 +6,24 @@ the server knows what that reader already has: `ChatFrames` is one connection's
 writer. A `response.output_item.done` whose item this connection sent from its
 `output_item.added` through every delta comes with the text those deltas built
 left out (its parts' `text`, a call's `arguments`) and `from_deltas: true`; the
-server checks the deltas built exactly that text (a hash per part), and sends
+server checks the deltas built exactly that text (it keeps the delta strings the
+events already hold, and joins them once, at the `done`), and sends
 the item whole otherwise (a reader that joined mid-item, a replay without the
 deltas, a text rewritten since). Items are the large part of a turn's bytes.
 
+Deltas are most of a turn's frames, so a delta's frame is lean: no `type`
+beside `data` (the frame's `event:` line names it), and `item_id`,
+`output_index` and `content_index` only when one of them differs from the
+connection's previous delta (its first delta always has them).
+
 `ChatStreamReader` is the other end, for Python clients: SSE bytes in, whole
 events out (`{"type", "data"}` as the bus holds them), the left-out text put
-back from the deltas it read. The web page's `stream.js`/`render.js` do the same.
+back from the deltas it read, a lean delta's type and place filled in. The web
+page's `stream.js`/`render.js` do the same.
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -30,6 +36,8 @@ from toolrelay.core.stream.framing import SSEDecoder
 __all__ = ["ChatFrames", "ChatStreamReader", "frame"]
 
 _TEXT_DELTAS: Final = frozenset({ev.OUTPUT_TEXT_DELTA, ev.REASONING_TEXT_DELTA})
+_PLACE: Final = frozenset({"item_id", "output_index", "content_index"})
+_HEADS: Final = {kind: b"\nevent: " + kind.encode() + b"\ndata: " for kind in ev.DELTA_EVENTS}
 _ARGS: Final = -1
 """The key a call's arguments are built under (content indexes are >= 0)."""
 
@@ -44,18 +52,29 @@ class ChatFrames:
     """One connection's frames of a chat's events (module doc): items it saw built
     from their deltas are not sent a second time in their `done`."""
 
-    __slots__ = ("_built",)
+    __slots__ = ("_built", "_place")
 
     def __init__(self) -> None:
-        self._built: dict[str, dict[int, Any]] = {}
-        """Per item this connection saw added: a hash of the text built per part."""
+        self._built: dict[str, dict[int, list[str]]] = {}
+        """Per item this connection saw added: the deltas sent, per part."""
+        self._place: tuple[Any, Any, Any] | None = None
+        """The previous delta's item id, output index and content index."""
 
     def frame(self, seq: int, event: Event) -> bytes:
         """`event` as this connection's SSE frame."""
         kind = event.type
         if kind in ev.DELTA_EVENTS:
-            self._delta(event.data, kind)
-        elif kind == ev.OUTPUT_ITEM_ADDED:
+            data = event.data
+            parts = self._built.get(data["item_id"]) if self._built else None
+            if parts is not None:
+                index = data.get("content_index", 0) if kind in _TEXT_DELTAS else _ARGS
+                pieces = parts.get(index)
+                if pieces is None:
+                    parts[index] = [data["delta"]]
+                else:
+                    pieces.append(data["delta"])
+            return self._delta_frame(seq, kind, data)
+        if kind == ev.OUTPUT_ITEM_ADDED:
             self._added(event.data)
         elif kind == ev.OUTPUT_ITEM_DONE:
             event = self._done(event)
@@ -63,21 +82,23 @@ class ChatFrames:
             self._forget(event)
         return frame(seq, event)
 
+    def _delta_frame(self, seq: int, kind: str, data: dict[str, Any]) -> bytes:
+        """A delta's lean frame (module doc): its place only when it moved."""
+        place = (data["item_id"], data.get("output_index"), data.get("content_index"))
+        head = b"id: " + str(seq).encode() + _HEADS[kind]
+        if place != self._place:
+            self._place = place
+            return head + orjson.dumps({"data": data}) + b"\n\n"
+        if len(data) == 4 - (place[2] is None) and "delta" in data:  # nothing else in it
+            return head + b'{"data":{"delta":' + orjson.dumps(data["delta"]) + b"}}\n\n"
+        keep = {k: v for k, v in data.items() if k not in _PLACE}  # a provider's own fields
+        return head + orjson.dumps({"data": keep}) + b"\n\n"
+
     def _added(self, data: Mapping[str, Any]) -> None:
         item = data.get("item")
         key = item.get("id") if isinstance(item, Mapping) else None
         if isinstance(key, str):
             self._built[key] = {}
-
-    def _delta(self, data: Mapping[str, Any], kind: str) -> None:
-        parts = self._built.get(data.get("item_id"))  # type: ignore[arg-type]
-        if parts is None:
-            return
-        index = data.get("content_index", 0) if kind in _TEXT_DELTAS else _ARGS
-        built = parts.get(index)
-        if built is None:
-            built = parts[index] = hashlib.blake2b(digest_size=16)
-        built.update(str(data.get("delta", "")).encode())
 
     def _forget(self, event: Event) -> None:
         """A rewrite or a takeover: what the deltas built is no longer the item's text."""
@@ -98,7 +119,7 @@ class ChatFrames:
         return Event(event.type, {**event.data, "item": lean, "from_deltas": True})
 
 
-def _without_built(item: Mapping[str, Any], parts: dict[int, Any]) -> dict[str, Any] | None:
+def _without_built(item: Mapping[str, Any], parts: dict[int, list[str]]) -> dict[str, Any] | None:
     """`item` without the text its deltas built, or None when they did not build it all.
 
     All or nothing, so a reader puts text back without guessing: a call's
@@ -128,23 +149,21 @@ def _without_built(item: Mapping[str, Any], parts: dict[int, Any]) -> dict[str, 
     return lean
 
 
-def _same(parts: dict[int, Any], index: int, text: str) -> bool:
-    built = parts.get(index)
-    if built is None:
-        return text == ""
-    check = hashlib.blake2b(text.encode(), digest_size=16)
-    return bool(check.digest() == built.digest())
+def _same(parts: dict[int, list[str]], index: int, text: str) -> bool:
+    return "".join(parts.get(index, ())) == text
 
 
 class ChatStreamReader:
     """A chat stream's SSE bytes in, whole events out: `feed(chunk)` gives
     `(id, event)` pairs, each item's `done` with the text its deltas built."""
 
-    __slots__ = ("_decoder", "_text")
+    __slots__ = ("_decoder", "_place", "_text")
 
     def __init__(self) -> None:
         self._decoder = SSEDecoder()
         self._text: dict[str, dict[int, list[str]]] = {}
+        self._place: dict[str, Any] = {}
+        """The previous delta's item id, output index and content index."""
 
     def feed(self, chunk: bytes) -> list[tuple[str | None, Event]]:
         """The events whose frames `chunk` completes (comments and keep-alives skipped)."""
@@ -163,6 +182,10 @@ class ChatStreamReader:
             if isinstance(item, Mapping) and isinstance(item.get("id"), str):
                 self._text[item["id"]] = {}
         elif kind in ev.DELTA_EVENTS:
+            if "item_id" in data:
+                self._place = {k: data[k] for k in _PLACE if k in data}
+            else:
+                data = {**self._place, **data}
             parts = self._text.get(data.get("item_id"))  # type: ignore[arg-type]
             if parts is not None:
                 index = data.get("content_index", 0) if kind in _TEXT_DELTAS else _ARGS

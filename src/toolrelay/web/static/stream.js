@@ -5,6 +5,10 @@
 // paused for an answer has not, and its rest follows on the same stream. While a turn
 // runs, a dropped connection is resumed from the last event id seen, so no event is
 // lost or repeated. WHATWG SSE framing: fields `id`, `event`, `data`, `retry`.
+//
+// A delta's frame is lean (docs/events.md): its `data` has no `type` (the `event:` line
+// names it) and no `item_id`, `output_index`, `content_index` when they are the previous
+// delta's on this connection; `dispatch` fills them in, so `onEvent` gets whole events.
 
 export class ChatStream {
   constructor(chatId, { onEvent, onStatus, lastId = null }) {
@@ -16,6 +20,7 @@ export class ChatStream {
     this.controller = null;
     this.running = false;
     this.attempt = 0;
+    this.place = {}; // the previous delta's item_id, output_index, content_index
   }
 
   // Read until the server ends the stream; reconnect while `wantMore()` says a turn runs.
@@ -52,6 +57,7 @@ export class ChatStream {
       throw err;
     }
     this.onStatus("open");
+    this.place = {}; // a new connection names its first delta's place
     const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
     let buffer = "";
     let frame = { id: null, event: null, data: [] };
@@ -95,6 +101,14 @@ export class ChatStream {
     if (this.closed) return; // closed while a chunk's frames were being read
     let event;
     try { event = JSON.parse(frame.data.join("\n")); } catch (_) { return; }
+    if (!event.type) event.type = frame.event || "";
+    if (DELTAS.has(event.type)) {
+      const data = event.data || {};
+      if ("item_id" in data) {
+        this.place = { item_id: data.item_id, output_index: data.output_index };
+        if ("content_index" in data) this.place.content_index = data.content_index;
+      } else event.data = { ...this.place, ...data };
+    }
     if (frame.id !== null) this.lastId = frame.id;
     this.onEvent(event, frame.id);
   }
@@ -106,6 +120,9 @@ export class ChatStream {
 }
 
 const SLICE_MS = 3;
+const DELTAS = new Set([
+  "response.output_text.delta", "response.reasoning_text.delta", "response.function_call_arguments.delta",
+]);
 
 // A macrotask, not `scheduler.yield()`: its continuation would outrank rendering, and a
 // burst would be parsed to the end before the first frame is drawn.
