@@ -83,6 +83,7 @@ async def test_a_pause_keeps_the_start_for_a_replay_with_nobody_reading(bus: Eve
     await bus.pause(CHAT)
     assert await bus.turn_start(CHAT) == start
     assert not await bus.turn_running(CHAT)
+    assert not await _ends_while_paused(bus)
     assert await bus.begin(CHAT) == start  # goes on (`begin` as `acquire`)
     for event in AFTER:
         await bus.publish(CHAT, event)
@@ -92,6 +93,21 @@ async def test_a_pause_keeps_the_start_for_a_replay_with_nobody_reading(bus: Eve
     assert replay[0].seq == start + 3 and replay[-1].seq == start + 8
     # the next turn starts after it, anew
     assert await bus.acquire(CHAT, ttl=HANG) == start + 8
+
+
+async def _ends_while_paused(bus: EventBus) -> bool:
+    """Whether a caught-up reader of the paused channel ends (it must wait on). Nothing is
+    published meanwhile, so the bound only stops the wait: a reader that ends, ends at
+    once (its first look at the channel), on any machine."""
+    waiting = bus.subscribe(CHAT, after=await bus.last_seq(CHAT))
+    ended = False
+    with anyio.move_on_after(1.0):
+        try:
+            await anext(waiting)
+        except StopAsyncIteration:
+            ended = True
+    await waiting.aclose()
+    return ended
 
 
 async def test_a_turn_paused_twice_is_one_turn(bus: EventBus) -> None:
