@@ -15,7 +15,7 @@ from toolrelay.adapters.models import OpenAIChat
 from toolrelay.adapters.stores.sql import SQLStore
 from toolrelay.core import events as ev
 from toolrelay.engine.checkpoint import TurnPaused, TurnState
-from toolrelay.engine.tool_select import SELECT_PROMPT, chosen_names, not_started
+from toolrelay.engine.tool_select import SELECT_PROMPT, chosen_names, not_started, step_message
 from toolrelay.testing import FakeModelServer, JSONReply, SSEReply
 from toolrelay.testing.sinks import ListSink
 from toolrelay.testing.wire import chat_chunks
@@ -235,3 +235,41 @@ def test_the_choice_round_trips_through_the_checkpoint() -> None:
     assert not_started(TurnState())
     assert not not_started(TurnState(picked=[]))
     assert not not_started(TurnState(steps=[{"step": "model", "s": 1.0}]))
+
+
+async def test_a_follow_up_is_asked_about_with_the_questions_before_it(
+    server: FakeModelServer,
+) -> None:
+    """ "And in Tokyo?" names no tool: the step sees the user's earlier messages too."""
+    server.script(says("get_weather"), says("done"))
+    model = OpenAIChat(base_url=server.base_url, model="small")
+    relay = Relay(model, TOOLS, text_tool_calls=True, tool_choice_step=True, tasks=())
+    history = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "What's the weather in Paris?"},
+        {"role": "assistant", "content": "In Paris it is 14 °C."},
+        {"role": "user", "content": "And in Tokyo?"},
+    ]
+    async with relay:
+        await relay.run(history)
+    system, asked = server.requests[0].json["messages"]
+    assert system["content"].endswith("\n\nThe user asked before: What's the weather in Paris?")
+    assert "14 °C" not in system["content"]  # answers are left out: the model went on with them
+    assert asked == {"role": "user", "content": "And in Tokyo?"}
+    assert offered(server.requests[1].json) == ["get_weather"]
+
+
+def test_the_step_sees_the_users_last_few_messages_cut_short() -> None:
+    long = "word " * 200
+    chat: list[dict[str, Any]] = [{"role": "user", "content": f"q{i} {long}"} for i in range(4)]
+    chat += [
+        {"role": "tool", "content": "a result", "tool_call_id": "c"},
+        {"role": "assistant", "content": "an answer"},
+        {"role": "user", "content": [{"type": "text", "text": "last"}]},
+    ]
+    message, earlier = step_message(chat)
+    assert message == "last"
+    assert [e.split(" ")[0] for e in earlier] == ["q2", "q3"]
+    assert all(len(e) <= 300 for e in earlier)
+    assert step_message([{"role": "user", "content": "only"}]) == ("only", [])
+    assert step_message([]) == ("", [])

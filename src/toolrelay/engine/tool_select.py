@@ -31,6 +31,13 @@ Rules this module keeps:
    bare call for 12 of 13 questions.
 5. The step's request is small (names and the first line of each description,
    temperature 0, a few tokens) and its text never reaches the client.
+6. The step is asked about the user's last message, and its system message lists the
+   user's messages before it (the last two, each cut short): a follow-up such as
+   "and in Tokyo?" names no tool, the question before it does. Measured: shown in
+   the user message as a conversation (answers included), the model went on with the
+   conversation ("In Tokyo it is 15 °C…") instead of naming a tool; listed in the
+   system message, it picked the tool for "And in Tokyo?" and "What about AAPL?" and
+   none for "Thanks!" after an order question.
 """
 
 from __future__ import annotations
@@ -58,6 +65,7 @@ __all__ = [
     "only",
     "select_tools",
     "selection_request",
+    "step_message",
 ]
 
 log = logging.getLogger(__name__)
@@ -74,6 +82,13 @@ Measured on the 0.5B model (benchmarks/local_tool_turns.py's prompts, 9 tools): 
 the right tool for 12 of 13 (calculator for a currency conversion) and no tool for 3 of 4
 plain questions (get_weather for "Say hi."). Constraining the reply to the names with a
 JSON schema (`response_format`) was no better and took 7-12 s a call on one thread."""
+
+CONTEXT_TEXT: Final = "\n\nThe user asked before: {earlier}"
+"""Added to the step's system message when the chat has earlier user messages (rule 6)."""
+CONTEXT_MESSAGES: Final = 2
+"""Earlier user messages the step sees."""
+CONTEXT_CHARS: Final = 300
+"""Each earlier message is cut to this many characters: the step needs the topic only."""
 
 SELECT_TOKENS: Final = 24
 """Enough for two names; the model stops earlier."""
@@ -101,11 +116,19 @@ def _description(spec: Mapping[str, Any]) -> str:
     return str(text or "").strip().split("\n", 1)[0].strip()
 
 
-def _last_user_text(messages: Sequence[Message]) -> str:
-    for message in reversed(messages):
-        if message.get("role") == "user":
-            return plain_text(message.get("content"))
-    return ""
+def step_message(messages: Sequence[Message]) -> tuple[str, list[str]]:
+    """What the step is asked about: the user's last message, and the user's messages
+    before it (the last few, each cut short; rule 6)."""
+    users = [plain_text(m.get("content")) for m in messages if m.get("role") == "user"]
+    if not users:
+        return "", []
+    earlier = [_clipped(text) for text in users[:-1] if text][-CONTEXT_MESSAGES:]
+    return users[-1], earlier
+
+
+def _clipped(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= CONTEXT_CHARS else f"{text[: CONTEXT_CHARS - 1]}…"
 
 
 def selection_request(
@@ -118,10 +141,14 @@ def selection_request(
     asked = {"temperature": 0, "max_tokens": SELECT_TOKENS}
     if "seed" in params:
         asked["seed"] = params["seed"]
+    message, earlier = step_message(messages)
+    system = SELECT_PROMPT.format(tools=lines)
+    if earlier:
+        system += CONTEXT_TEXT.format(earlier=" / ".join(earlier))
     return ModelRequest(
         messages=[
-            {"role": "system", "content": SELECT_PROMPT.format(tools=lines)},
-            {"role": "user", "content": _last_user_text(messages)},
+            {"role": "system", "content": system},
+            {"role": "user", "content": message},
         ],
         params=asked,
     )
