@@ -510,7 +510,7 @@ async def main_async(args: argparse.Namespace) -> list[Score]:
     server = LlamaServer(path, LlamaOptions(threads=args.threads, ctx=8192, alias=path.stem))
     client = OpenAIChat(base_url=server.base_url, model="local", api_key=server.api_key)
     runs = [(0.0, 0)] if args.t0 else []
-    runs += [(0.7, s) for s in range(1, args.seeds + 1)]
+    runs += [(0.7, s) for s in range(args.first_seed, args.first_seed + args.seeds)]
     cases = list(range(len(CASES))) if args.cases is None else map(int, args.cases.split(","))
     cases = list(cases)
     counts = [int(n) for n in args.tools.split(",")]
@@ -548,6 +548,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.local_tool_turns")
     parser.add_argument("--variants", default="shipped,select")
     parser.add_argument("--seeds", type=int, default=2, help="runs at temperature 0.7")
+    parser.add_argument("--first-seed", type=int, default=1, help="the first 0.7 run's seed")
     parser.add_argument("--t0", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument("--tools", default="1,3,9", help="tools offered per turn (1-9)")
     parser.add_argument("--cases", default=None, help="comma-separated case indexes")
