@@ -45,13 +45,16 @@ def read_events(
     last: int | None = None,
     limit: int | None = None,
     raw: bool = False,
+    until: str | None = None,
 ) -> list[tuple[int, dict[str, Any]]]:
     """(seq, {type, data}) until the stream ends, or `limit` events then disconnect;
-    `raw`: as sent (`Frames`)."""
+    `raw`: as sent (`Frames`); `until`: the request's `until`."""
     headers = {"Last-Event-ID": str(last)} if last is not None else {}
+    params = {"until": until} if until is not None else {}
     out: list[tuple[int, dict[str, Any]]] = []
     decoder = Frames(raw=raw)
-    with client.stream("GET", f"/api/chats/{chat_id}/events", headers=headers) as response:
+    url = f"/api/chats/{chat_id}/events"
+    with client.stream("GET", url, headers=headers, params=params) as response:
         assert response.status_code == 200
         for chunk in response.iter_bytes():
             for seq, event in decoder.feed(chunk):
@@ -307,6 +310,30 @@ def test_a_replay_from_the_turns_start_has_the_part_before_its_pause(
         ((start, snapshot), *again) = read_events(client, chat_id, last=0)
         assert (start, snapshot["type"]) == (seen[0][0], "chat:snapshot")
         assert [s for s, _ in again] == kept
+
+
+def test_until_question_ends_the_stream_at_each_question(running: Running) -> None:
+    """A client that asks for it (`until=question`) gets a stream that ends after the
+    question, and reads on with its Last-Event-ID once it answered."""
+    running.upstream.route(
+        CHAT,
+        SSEReply(chat_chunks(tool_calls=[ToolCallSpec("get_location", {}, id="call_q")])),
+        SSEReply(chat_chunks(text="Paris it is.")),
+    )
+    with running.client() as client:
+        chat_id = new_chat(client, model="fake")
+        content = {"content": "where?", "tools": LOCATION_TOOL}
+        client.post(f"/api/chats/{chat_id}/messages", json=content)
+        first = read_events(client, chat_id, last=0, until="question")
+        assert first[-1][1]["type"] == "execute:tool"
+        wait_paused(client, chat_id)
+        ((_, snapshot),) = read_events(client, chat_id, until="question")  # asked again
+        assert [ask["id"] for ask in snapshot["data"]["waiting"]] == ["call_q"]
+        answer = {"id": "call_q", "result": "Paris"}
+        assert client.post(f"/api/chats/{chat_id}/tool-results", json=answer).status_code == 202
+        rest = read_events(client, chat_id, last=first[-1][0], until="question")
+        assert rest[0][0] == first[-1][0] + 1  # nothing missed, nothing again
+        assert [e["type"] for _, e in rest[-2:]] == ["chat:completion", "chat:title"]
 
 
 def test_users_see_only_their_chats(running: Running) -> None:

@@ -24,8 +24,10 @@ import orjson
 from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import Response, StreamingResponse
 
+from toolrelay.adapters.events import Envelope
 from toolrelay.adapters.stores import Chat, StoredMessage
 from toolrelay.adapters.stores.listing import ChatCursor
+from toolrelay.core import events as ev
 from toolrelay.core.events import Event
 from toolrelay.core.formats.chat_stream import ChatFrames, frame
 from toolrelay.core.formats.openwebui_events import OpenWebUIEvents
@@ -273,10 +275,13 @@ async def events(
     after: int | None = Query(None, ge=0),
     last_event_id: str | None = Header(None),
     format: Literal["toolrelay", "openwebui"] | None = Query(None),
+    until: Literal["end", "question"] = Query("end"),
 ) -> StreamingResponse:
     """`format=openwebui`: Open WebUI's event names and payloads, each frame's data its
     Socket.IO envelope `{chat_id, message_id, data: {type, data}}` (`core.formats.openwebui_events`);
-    unset: the chat's route's `events`."""
+    unset: the chat's route's `events`. `until=question`: the stream also ends after a
+    question the client answers (`execute:tool`, `tool:approval`, or a snapshot listing a
+    paused turn's); by default it stays open through the pause to the turn's end."""
     chat = await _owned(svc, chat_id, user.id)
     resume = None if after is None else min(after, MAX_INT64)
     if resume is None and last_event_id is not None:
@@ -284,7 +289,7 @@ async def events(
     route = svc.registry.routes.get(chat.model or "")
     mode = format or (route.events if route is not None else "toolrelay")
     owui = OpenWebUIEvents(title=chat.title) if mode == "openwebui" else None
-    stream = _sse(svc, chat_id, resume, request, owui)
+    stream = _sse(svc, chat_id, resume, request, owui, questions=until == "question")
     return StreamingResponse(stream, media_type="text/event-stream", headers=SSE_HEADERS)
 
 
@@ -304,10 +309,10 @@ def _event_number(value: str) -> int:
 
 async def _opening(
     svc: Services, chat_id: str, resume: int | None, owui: OpenWebUIEvents | None
-) -> tuple[bytes | None, int]:
-    """The snapshot frame a subscriber starts with (None: it resumes exactly), and the
-    seq its events follow. In Open WebUI's form it is enveloped like every other frame
-    (`message_id`: the chat's last message)."""
+) -> tuple[bytes | None, int, bool]:
+    """The snapshot frame a subscriber starts with (None: it resumes exactly), the seq its
+    events follow, and whether it lists a paused turn's questions. In Open WebUI's form
+    it is enveloped like every other frame (`message_id`: the chat's last message)."""
     name = channel(chat_id)
     start: int | None = None
     if resume is not None:
@@ -316,7 +321,7 @@ async def _opening(
         elif resume < (turn := await svc.bus.turn_start(name)):
             start = turn  # before the last turn (`Last-Event-ID: 0`): not every past turn
     if resume is not None and start is None:
-        return None, resume
+        return None, resume, False
     running = await svc.turns.running(chat_id)
     if start is None:
         start = await svc.bus.turn_start(name) if running else await svc.bus.last_seq(name)
@@ -325,10 +330,11 @@ async def _opening(
     if not running and (waiting := await svc.turns.waiting(chat_id)):
         data["waiting"] = waiting  # a paused turn's questions (approvals, client tools)
     snapshot = Event("chat:snapshot", data)
+    asks = "waiting" in data
     if owui is None:
-        return frame(start, snapshot), start
+        return frame(start, snapshot), start, asks
     owui.message_id = messages[-1].id if messages else None
-    return _owui_frame(start, owui.envelope(chat_id, snapshot), snapshot.type), start
+    return _owui_frame(start, owui.envelope(chat_id, snapshot), snapshot.type), start, asks
 
 
 async def _owui_frames(
@@ -356,13 +362,18 @@ async def _sse(
     resume: int | None,
     request: Request,
     owui: OpenWebUIEvents | None = None,
+    *,
+    questions: bool = False,
 ) -> AsyncIterator[bytes]:
+    """`questions`: end after a question for the client (`until=question`)."""
     name = channel(chat_id)
     if not await svc.turns.running(chat_id):
         await svc.turns.settle(chat_id)  # a dead worker's turn, its lease run out
-    opening, resume = await _opening(svc, chat_id, resume, owui)
+    opening, resume, asks = await _opening(svc, chat_id, resume, owui)
     if opening is not None:
         yield opening
+        if questions and asks:
+            return
     frames = ChatFrames()  # this reader's: what it was sent is not sent again
     queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=1000)
     pump = asyncio.get_running_loop().create_task(_pump(svc, name, resume, queue))
@@ -383,10 +394,9 @@ async def _sse(
             if envelope is not _STOP:
                 if metrics is not None:
                     metrics.delivered(envelope.published_at, since)
-                if owui is None:
-                    yield frames.frame(envelope.seq, envelope.event)
-                else:
-                    yield await _owui_frames(svc, chat_id, owui, envelope.seq, envelope.event)
+                yield await _rendered(svc, chat_id, owui, frames, envelope)
+                if questions and envelope.event.type in QUESTIONS:
+                    return
         yield SHUTDOWN_FRAME  # the server is stopping: the client resumes elsewhere or later
     finally:
         unwatch()
@@ -395,7 +405,22 @@ async def _sse(
             metrics.unsubscribed()
 
 
+async def _rendered(
+    svc: Services,
+    chat_id: str,
+    owui: OpenWebUIEvents | None,
+    frames: ChatFrames,
+    envelope: Envelope,
+) -> bytes:
+    """One event as this reader's frames (Open WebUI's form when it asked for that)."""
+    if owui is None:
+        return frames.frame(envelope.seq, envelope.event)
+    return await _owui_frames(svc, chat_id, owui, envelope.seq, envelope.event)
+
+
 _STOP = object()
+QUESTIONS = frozenset({ev.EXECUTE_TOOL, ev.TOOL_APPROVAL})
+"""Events the client answers (`until=question` ends the stream after one)."""
 SHUTDOWN_FRAME = (
     b"retry: 1000\nevent: server:shutdown\n"
     b'data: {"type":"server:shutdown","data":{"reconnect":true}}\n\n'
