@@ -68,7 +68,8 @@ async def test_the_result_goes_back_as_a_user_message_not_as_the_call(
         {"role": "user", "content": "What's the weather in Paris?"},
         {
             "role": "user",
-            "content": f"Result of get_weather: {RESULT}\nAnswer my question using this result.",
+            "content": f"Result of get_weather: {RESULT}\n"
+            "Using this result, answer in one or two sentences: What's the weather in Paris?",
         },
     ]
     assert [t["function"]["name"] for t in second["tools"]] == ["get_weather", "get_time"]
@@ -119,7 +120,7 @@ async def test_a_new_call_after_a_result_still_runs(server: FakeModelServer) -> 
     assert content.splitlines() == [
         f"Result of get_weather: {RESULT}",
         "Result of get_time: 09:41",
-        "Answer my question using these results.",
+        "Using these results, answer in one or two sentences: What's the weather in Paris?",
     ]
     assert result.text == ANSWER
 

@@ -93,7 +93,7 @@ async def test_a_call_written_as_text_runs_and_the_answer_follows(
     assert second[1] == {
         "role": "user",
         "content": "Result of get_weather: Sunny, 21 degrees Celsius in Paris"
-        "\nAnswer my question using this result.",
+        "\nUsing this result, answer in one or two sentences: What's the weather in Paris?",
     }
     await relay.aclose()
 

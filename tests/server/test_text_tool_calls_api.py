@@ -64,7 +64,7 @@ def written_call() -> SSEReply:
     return SSEReply(chat_chunks(text=[CALL[i : i + 5] for i in range(0, len(CALL), 5)]))
 
 
-RESULT = "Result of add: 5\nAnswer my question using this result."
+RESULT = "Result of add: 5\nUsing this result, answer in one or two sentences: 2+3?"
 """The result as a text-call route sends it back (`engine.text_call_rounds`)."""
 
 
@@ -82,7 +82,7 @@ def test_local_route_runs_a_call_written_as_text(running: Running) -> None:
     second = running.upstream.requests[1].json["messages"]
     assert second[-1] == {  # the result as text (engine.text_call_rounds)
         "role": "user",
-        "content": "Result of add: 5\nAnswer my question using this result.",
+        "content": RESULT,
     }
 
 

@@ -6,7 +6,7 @@ tends to write the same call again instead of answering (measured in
 
 1. The request after a result replays this turn's calls and results as text
    (`core.text_calls.replay.replay_as_text`), not as native `tool_calls`
-   and `tool` messages.
+   and `tool` messages, and restates the user's last message after them.
 2. A batch whose every call repeats a call this turn already has a result for
    (same tool, same arguments as the tool would get them) is not run again: each call gets the earlier
    result, and the model is asked once more without tools, so it answers.
@@ -26,6 +26,7 @@ from toolrelay.core.items import (
 )
 from toolrelay.core.text_calls.replay import repeats_of, replay_as_text
 from toolrelay.engine.interfaces import ModelRequest, Tool
+from toolrelay.engine.tasks import plain_text
 
 __all__ = ["answered_again", "text_call_request"]
 
@@ -37,11 +38,19 @@ def text_call_request(request: ModelRequest) -> ModelRequest:
         return request
     return dataclasses.replace(
         request,
-        messages=[*request.messages, *replay_as_text(request.output)],
+        messages=[*request.messages, *replay_as_text(request.output, question=_asked(request))],
         output=(),
         previous_response_id=None,
         new_items_from=0,
     )
+
+
+def _asked(request: ModelRequest) -> str:
+    """The user's last message as plain text, restated with the results (rule 1)."""
+    for message in reversed(request.messages):
+        if message.get("role") == "user":
+            return " ".join(plain_text(message.get("content")).split())
+    return ""
 
 
 def answered_again(

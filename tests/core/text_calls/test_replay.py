@@ -37,6 +37,20 @@ def test_a_result_goes_back_as_a_user_message_without_the_call() -> None:
     assert not any(m["role"] in ("assistant", "tool") for m in messages)
 
 
+def test_the_users_question_is_restated_after_the_results() -> None:
+    """Asked again in its own words, the small model answered with the result's fact
+    more often (`ASKED_TEXT`); without a question the request stays generic."""
+    [one] = replay_as_text([call("c1"), result("c1")], question="Is it raining in Paris?")
+    assert one["content"].splitlines()[-1] == (
+        "Using this result, answer in one or two sentences: Is it raining in Paris?"
+    )
+    two = [call("c1"), call("c2", '{"city": "Tokyo"}'), result("c1"), result("c2", "22 °C")]
+    [both] = replay_as_text(two, question="Paris or Tokyo?")
+    assert both["content"].splitlines()[-1] == (
+        "Using these results, answer in one or two sentences: Paris or Tokyo?"
+    )
+
+
 def test_one_batch_is_one_message_and_an_identical_call_is_shown_once() -> None:
     items = [
         call("c1"),

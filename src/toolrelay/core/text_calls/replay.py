@@ -8,9 +8,10 @@ shows the model its own call again in `<tool_call>` tags and the result as a
 instead of answering. Measured (`benchmarks/local_tool_turns.py`, docs/performance.md), what
 makes it answer with the result is:
 
-- each result as a user message that names the call and asks for the answer
-  (`RESULT_TEXT`), and no assistant message holding the call: a call shown
-  in the history is what the model copies;
+- each result as a user message that names the call and asks for the answer,
+  restating the user's question (`RESULT_TEXT`, `ASKED_TEXT`), and no
+  assistant message holding the call: a call shown in the history is what
+  the model copies;
 - a call that repeats an earlier call of this turn (same tool, same arguments)
   is not replayed twice (`repeats_of`, which the loop also uses not to run it).
 
@@ -39,6 +40,12 @@ RESULT_TEXT: Final = "Result of {name}: {result}"
 write the call again; so did "The get_weather tool returned: …"."""
 ANSWER_TEXT: Final = "Answer my question using this result."
 ANSWER_MANY_TEXT: Final = "Answer my question using these results."
+ASKED_TEXT: Final = "Using this result, answer in one or two sentences: {question}"
+ASKED_MANY_TEXT: Final = "Using these results, answer in one or two sentences: {question}"
+"""With the user's question known, the request for the answer restates it. Measured on
+the 0.5B (13 tool questions, answer step alone, T=0 and 0.7 with seed 1): the answer held
+the result's fact in 24 of 26, against 20 of 26 with `ANSWER_TEXT` (which got "Sorry, but
+I can't assist with that." and "2,000,000" for a population of 522,250)."""
 
 
 Schemas = Mapping[str, Mapping[str, Any] | None]
@@ -92,19 +99,28 @@ def _result_text(output: object) -> str:
     return "\n".join(t for t in texts if isinstance(t, str))
 
 
-def _result_message(calls: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]]) -> dict[str, Any]:
+def _result_message(
+    calls: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]], question: str
+) -> dict[str, Any]:
     lines = [
         RESULT_TEXT.format(name=call.get("name"), result=_result_text(result.get("output")))
         for call, result in calls
     ]
-    lines.append(ANSWER_TEXT if len(calls) == 1 else ANSWER_MANY_TEXT)
+    if question:
+        lines.append((ASKED_TEXT if len(calls) == 1 else ASKED_MANY_TEXT).format(question=question))
+    else:
+        lines.append(ANSWER_TEXT if len(calls) == 1 else ANSWER_MANY_TEXT)
     return {"role": "user", "content": "\n".join(lines)}
 
 
 def replay_as_text(
-    output: Sequence[Mapping[str, Any]], *, reasoning: ReasoningReplay = "none"
+    output: Sequence[Mapping[str, Any]],
+    *,
+    reasoning: ReasoningReplay = "none",
+    question: str = "",
 ) -> list[dict[str, Any]]:
-    """Messages to append after the history for this turn's items (see the module doc)."""
+    """Messages to append after the history for this turn's items (see the module doc);
+    `question`, the user's last message as text, is restated after the results."""
     results = {i.get("call_id"): i for i in output if is_call_output(i)}
     messages: list[dict[str, Any]] = []
     other: list[Mapping[str, Any]] = []
@@ -115,7 +131,7 @@ def replay_as_text(
         nonlocal other, group
         messages.extend(to_chat_messages(other, reasoning=reasoning))
         if group:
-            messages.append(_result_message(group))
+            messages.append(_result_message(group, question))
         other, group = [], []
 
     for item in output:
