@@ -252,3 +252,36 @@ def test_running_code_shows_its_last_line_of_output() -> None:
         Event(ev.CODE_OUTPUT, {"call_id": "call_1", "kind": "display", "mime": "image/png"})
     )
     assert "execute_code()  step 2" in text_of(renderer.render())
+
+
+def test_a_chat_streams_done_without_its_text_keeps_the_deltas_text() -> None:
+    """Read from a chat's stream (`from_deltas`), an item's `done` leaves its text out."""
+    r = Renderer(clock=_clock(0.0, 1.0))
+    r.feed(added(0, message("m1", "", "in_progress")))
+    for piece in ("Paris ", "it is."):
+        data = {"item_id": "m1", "output_index": 0, "content_index": 0, "delta": piece}
+        r.feed(Event(ev.OUTPUT_TEXT_DELTA, data))
+    lean = {
+        "type": "message",
+        "id": "m1",
+        "status": "completed",
+        "content": [{"type": "output_text"}],
+    }
+    r.feed(Event(ev.OUTPUT_ITEM_DONE, {"output_index": 0, "item": lean, "from_deltas": True}))
+    assert "Paris it is." in text_of(*r.take_finished())
+
+
+def test_an_event_without_a_key_its_payload_requires_is_skipped() -> None:
+    """A tool's own event may reuse a known type with other keys: nothing breaks."""
+    r = Renderer(clock=_clock(0.0, 1.0))
+    r.feed(added(0, call("f1", "c1", "copy")))
+    for event in (
+        Event(ev.TOOL_PROGRESS, {"progress": 1}),  # no call_id
+        Event(ev.OUTPUT_TEXT_DELTA, {"delta": "x"}),  # no item_id
+        Event(ev.OUTPUT_ITEM_DONE, {"output_index": 0}),  # no item
+        Event(ev.CHAT_MESSAGE_ERROR, {"message": "?"}),  # no error
+    ):
+        r.feed(event)
+    r.feed(Event(ev.TOOL_PROGRESS, {"call_id": "c1", "progress": 2, "total": 5}))
+    assert isinstance(r.blocks[0], ToolBlock) and r.blocks[0].progress == "2/5"
+    assert len(r.blocks) == 1

@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx2
+import jsonschema
+import orjson
 import pytest
 from benchmarks.harness import ServerProcess
 from playwright.sync_api import (
@@ -29,6 +31,8 @@ from playwright.sync_api import (
 )
 
 from tests.web.proxy import DroppingProxy
+from toolrelay.core.stream.framing import SSEDecoder
+from toolrelay.events import schema
 from toolrelay.testing.fake_server import FakeModelServer
 
 CHROMIUM = "/usr/bin/chromium"
@@ -55,6 +59,70 @@ document.addEventListener("securitypolicyviolation", (e) => window.__cspViolatio
 """
 """Installed in every page before its scripts: long tasks, messages posted to the page
 (an embed reaching its parent), CSP violations (something tried to run and was stopped)."""
+
+STREAM_TAP = """
+(() => {
+  const fetch0 = window.fetch.bind(window);
+  const open = new Map();
+  let count = 0;
+  const send = (id, more) => {  // what came since the last send; `more`: it goes on
+    if (!open.has(id)) return;
+    window.__sseTap(id, open.get(id));
+    if (more) open.set(id, ""); else open.delete(id);
+  };
+  window.__sseOpen = () => { for (const id of [...open.keys()]) send(id, true); };
+  window.fetch = async (input, init) => {
+    const response = await fetch0(input, init);
+    const url = String(input && input.url ? input.url : input);
+    const path = new URL(url, location.href).pathname;
+    const chatStream = path.startsWith("/api/chats/") && path.endsWith("/events");
+    if (!chatStream || !response.body) return response;
+    const [mine, tap] = response.body.tee();
+    const id = `${Date.now()}-${++count}`;
+    open.set(id, "");
+    (async () => {
+      const reader = tap.pipeThrough(new TextDecoderStream()).getReader();
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        if (open.has(id)) open.set(id, open.get(id) + value);
+      }
+    })().catch(() => {}).finally(() => send(id));
+    const { status, statusText, headers } = response;
+    return new Response(mine, { status, statusText, headers });
+  };
+})();
+"""
+"""The page's chat streams, as it receives them: each `/api/chats/{id}/events` body is
+teed, its text kept and handed to `__sseTap` when it ends (or when asked: `__sseOpen`)."""
+
+
+class StreamTap:
+    """Every chat stream a page received (`STREAM_TAP`), validated against the event
+    protocol's JSON Schema (`toolrelay.events.schema()`), as tests/server's
+    test_event_protocol does for the server's own reads."""
+
+    def __init__(self, context: BrowserContext) -> None:
+        self.streams: dict[str, str] = {}
+        context.expose_function("__sseTap", self._add)
+        context.add_init_script(STREAM_TAP)
+
+    def _add(self, key: str, text: str) -> None:
+        self.streams[key] = self.streams.get(key, "") + text
+
+    def check(self, page: Page) -> int:
+        """Validate every whole frame received so far; how many there were."""
+        with contextlib.suppress(Exception):  # a closed page: what came is checked
+            page.evaluate("window.__sseOpen && window.__sseOpen()")
+        validator = jsonschema.Draft202012Validator(schema())
+        frames = 0
+        for text in self.streams.values():
+            for frame in SSEDecoder().feed(text.encode()):
+                sent = orjson.loads(frame.data)
+                validator.validate(sent)
+                assert sent.get("type", frame.event) == frame.event, frame
+                frames += 1
+        return frames
 
 
 @dataclass
@@ -162,9 +230,11 @@ def _fresh_upstream(web: Web) -> Iterator[None]:
 def page(web: Web) -> Iterator[Page]:
     """A signed-in page in a fresh browser context (its own cookies)."""
     context = web.context()
+    tap = StreamTap(context)
     page = context.new_page()
     sign_in(page)
     yield page
+    tap.check(page)  # every chat stream it received keeps to the event schema
     context.close()
 
 

@@ -415,7 +415,10 @@ def test_a_snapshot_taken_as_a_turn_finishes_shows_it_once(page: Page, web: Web)
         messages = api.get(f"/api/chats/{chat_id}").json()["messages"]
         replay = api.get(f"/api/chats/{chat_id}/events?after=0").content
     assert b"chat:completion" in replay
-    snapshot = {"type": "chat:snapshot", "data": {"messages": messages, "running": True}}
+    snapshot = {
+        "type": "chat:snapshot",
+        "data": {"messages": messages, "running": True, "more": False},
+    }
     last_id = int(re.findall(rb"^id: (\d+)$", replay, re.M)[-1])
     title = {"type": "chat:title", "data": {"title": "Settled"}}
     body = (

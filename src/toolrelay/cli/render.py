@@ -9,11 +9,14 @@ still running: reasoning collapsed to its last lines, tool calls with a
 spinner, the answer as it streams. After the final `chat:completion` event the
 last `take_finished()` also yields the usage line.
 
-Nothing here reads a clock except through the injected `clock`.
+Nothing here reads a clock except through the injected `clock`. Each handler
+reads its event through the payload's TypedDict (`core.events.PAYLOADS`), so mypy
+checks every key read here against the protocol.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -26,7 +29,16 @@ from rich.spinner import Spinner
 from rich.text import Text
 
 from toolrelay.core import events as ev
-from toolrelay.core.events import Event
+from toolrelay.core.events import (
+    ArgumentsDoneData,
+    CodeOutputData,
+    CompletionData,
+    DeltaData,
+    Event,
+    ItemData,
+    MessageErrorData,
+    ToolProgressData,
+)
 
 __all__ = [
     "Block",
@@ -122,18 +134,21 @@ class Renderer:
     # ------------------------------------------------------------------ feeding
 
     def feed(self, event: Event) -> None:
-        """Update the model; events of unknown types are ignored."""
+        """Update the model; events of unknown types are ignored, and so is one without
+        a key its payload requires (a tool's own event may reuse a known type)."""
         handler = _HANDLERS.get(event.type)
         if handler is not None:
-            handler(self, event.data)
+            with contextlib.suppress(KeyError):
+                handler(self, event.data)
 
-    def _on_added(self, data: Mapping[str, Any]) -> None:
-        item = data.get("item")
+    def _on_added(self, data: ItemData) -> None:
+        item = data["item"]
         if isinstance(item, Mapping):
             self._item(item, done=False)
 
-    def _on_done(self, data: Mapping[str, Any]) -> None:
-        item = data.get("item")
+    def _on_done(self, data: ItemData) -> None:
+        """A `done` with `from_deltas` (a chat stream's) has no text: the deltas' stays."""
+        item = data["item"]
         if isinstance(item, Mapping):
             self._item(item, done=True)
 
@@ -162,17 +177,17 @@ class Renderer:
         elif not isinstance(block, ErrorBlock):
             self._items[block.key] = block
 
-    def _on_progress(self, data: Mapping[str, Any]) -> None:
-        block = self._calls.get(str(data.get("call_id")))
+    def _on_progress(self, data: ToolProgressData) -> None:
+        block = self._calls.get(str(data["call_id"]))
         if block is None:
             return
-        done, total, message = data.get("progress"), data.get("total"), data.get("message")
+        done, total, message = data["progress"], data.get("total"), data.get("message")
         amount = f"{done:g}/{total:g}" if isinstance(total, int | float) else f"{done}"
         block.progress = f"{amount} {message}" if message else amount
 
-    def _on_code_output(self, data: Mapping[str, Any]) -> None:
+    def _on_code_output(self, data: CodeOutputData) -> None:
         """Running `execute_code`: its last line of output shows beside the call."""
-        block = self._calls.get(str(data.get("call_id")))
+        block = self._calls.get(str(data["call_id"]))
         text = data.get("text")
         if block is not None and isinstance(text, str) and text.strip():
             block.progress = text.strip().splitlines()[-1]
@@ -186,35 +201,36 @@ class Renderer:
         block.result = _preview(item.get("output"), self._preview_chars)
         block.state = "failed" if item.get("status") == "failed" else "done"
 
-    def _on_text_delta(self, data: Mapping[str, Any]) -> None:
+    def _on_text_delta(self, data: DeltaData) -> None:
         if self.show_text:
             self._append(data, TextBlock)
 
-    def _on_reasoning_delta(self, data: Mapping[str, Any]) -> None:
+    def _on_reasoning_delta(self, data: DeltaData) -> None:
         self._append(data, ReasoningBlock)
 
-    def _append(self, data: Mapping[str, Any], kind: type[TextBlock | ReasoningBlock]) -> None:
-        key = str(data.get("item_id", ""))
+    def _append(self, data: DeltaData, kind: type[TextBlock | ReasoningBlock]) -> None:
+        key = str(data["item_id"])
         block = self._items.get(key)
         if block is None:
             block = kind(key=key)
             self._add(block)
         if isinstance(block, TextBlock | ReasoningBlock):
-            block.text += str(data.get("delta", ""))
+            block.text += str(data["delta"])
 
-    def _on_args_delta(self, data: Mapping[str, Any]) -> None:
-        block = self._items.get(str(data.get("item_id", "")))
+    def _on_args_delta(self, data: DeltaData) -> None:
+        block = self._items.get(str(data["item_id"]))
         if isinstance(block, ToolBlock):
-            block.arguments += str(data.get("delta", ""))
+            block.arguments += str(data["delta"])
 
-    def _on_args_done(self, data: Mapping[str, Any]) -> None:
-        block = self._items.get(str(data.get("item_id", "")))
-        if isinstance(block, ToolBlock) and isinstance(data.get("arguments"), str):
-            block.arguments = data["arguments"]
+    def _on_args_done(self, data: ArgumentsDoneData) -> None:
+        block = self._items.get(str(data["item_id"]))
+        arguments = data["arguments"]
+        if isinstance(block, ToolBlock) and isinstance(arguments, str):
+            block.arguments = arguments
             block.state = "running"
 
-    def _on_error(self, data: Mapping[str, Any]) -> None:
-        self._error(_error_text(data.get("error")))
+    def _on_error(self, data: MessageErrorData) -> None:
+        self._error(_error_text(data["error"]))
 
     def _error(self, message: str) -> None:
         if message and all(
@@ -222,7 +238,7 @@ class Renderer:
         ):
             self._add(ErrorBlock(message))
 
-    def _on_completion(self, data: Mapping[str, Any]) -> None:
+    def _on_completion(self, data: CompletionData) -> None:
         usage = data.get("usage")
         if not data.get("done"):
             return
@@ -413,7 +429,8 @@ def _preview(output: Any, limit: int) -> str:
     return _shorten(orjson.dumps(output, default=str).decode(), limit)
 
 
-_HANDLERS: dict[str, Callable[[Renderer, Mapping[str, Any]], None]] = {
+_HANDLERS: dict[str, Callable[[Renderer, Any], None]] = {
+    # each takes its type's payload (`PAYLOADS`); `Any` here: an event's data is a dict
     ev.OUTPUT_ITEM_ADDED: Renderer._on_added,
     ev.OUTPUT_ITEM_DONE: Renderer._on_done,
     ev.OUTPUT_TEXT_DELTA: Renderer._on_text_delta,

@@ -194,10 +194,12 @@ class TerminalData(TypedDict, total=False):
 
 
 class CodeOutputData(TypedDict):
-    """Live output of running code; `kind`: stdout, stderr, result, display or error."""
+    """Live output of running code; `kind`: stdout, stderr, result, display or error
+    (`text`: a stdout, stderr or result's text)."""
 
     call_id: str
     kind: str
+    text: NotRequired[str]
 
 
 class TurnResumedData(TypedDict):
