@@ -15,7 +15,13 @@ from toolrelay.adapters.models import OpenAIChat
 from toolrelay.adapters.stores.sql import SQLStore
 from toolrelay.core import events as ev
 from toolrelay.engine.checkpoint import TurnPaused, TurnState
-from toolrelay.engine.tool_select import SELECT_PROMPT, chosen_names, not_started, step_message
+from toolrelay.engine.tool_select import (
+    SELECT_PROMPT,
+    chosen_names,
+    named_instead,
+    not_started,
+    step_message,
+)
 from toolrelay.testing import FakeModelServer, JSONReply, SSEReply
 from toolrelay.testing.sinks import ListSink
 from toolrelay.testing.wire import chat_chunks
@@ -273,3 +279,55 @@ def test_the_step_sees_the_users_last_few_messages_cut_short() -> None:
     assert all(len(e) <= 300 for e in earlier)
     assert step_message([{"role": "user", "content": "only"}]) == ("only", [])
     assert step_message([]) == ("", [])
+
+
+BENCH = {  # names and first description lines as in benchmarks/local_tool_turns.py
+    "get_weather": "Current weather for a city.",
+    "get_stock_price": "The latest price of a stock.",
+    "get_time": "The local time in a city.",
+    "convert_currency": "Convert an amount of money between currencies.",
+    "order_status": "Where a customer's order is.",
+    "calculator": "Evaluate an arithmetic expression exactly.",
+    "flight_status": "The status of a flight today.",
+}
+BENCH_SPECS = [
+    {"type": "function", "function": {"name": n, "description": d}} for n, d in BENCH.items()
+]
+
+
+@pytest.mark.parametrize(
+    ("message", "chosen", "kept"),
+    [
+        # the pick has no word of the message, and one other tool's name is used: it wins
+        ("Convert 250 USD to EUR.", ["calculator"], ["convert_currency"]),
+        ("I am converting 250 USD to EUR.", ["calculator"], ["convert_currency"]),
+        # the pick shares a word (name or description): kept, whatever else is named
+        ("Is flight LH 400 on time?", ["flight_status"], ["flight_status"]),
+        ("What is 3 * 4? Use the calculator.", ["calculator"], ["calculator"]),
+        ("The weather, and the time in Paris?", ["get_weather"], ["get_weather"]),
+        # no word shared, but no tool named (or several): the model's pick stands
+        ("Is it raining in Tokyo?", ["get_weather"], ["get_weather"]),
+        ("Say hi.", ["get_weather"], ["get_weather"]),
+        ("Order status or flight status?", ["calculator"], ["calculator"]),
+        # generic name words ("get") name nothing; none chosen stays none
+        ("Get me something.", ["calculator"], ["calculator"]),
+        ("Convert this.", [], []),
+        # a swap never duplicates a tool already chosen; two picks are weighed one by one
+        ("Convert 5 USD.", ["calculator", "convert_currency"], ["calculator", "convert_currency"]),
+        (
+            "Convert 5 USD, and the time?",
+            ["calculator", "convert_currency"],
+            ["get_time", "convert_currency"],
+        ),
+    ],
+)
+def test_a_pick_the_message_has_no_word_of_gives_way_to_a_tool_it_names(
+    message: str, chosen: list[str], kept: list[str]
+) -> None:
+    assert named_instead(message, chosen, BENCH_SPECS) == kept
+
+
+async def test_the_loop_offers_the_named_tool_instead(server: FakeModelServer) -> None:
+    server.script(says("get_weather"), says("done"))
+    await run(server, "What is the status of order 7?")
+    assert offered(server.requests[1].json) == ["order_status"]

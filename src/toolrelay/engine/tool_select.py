@@ -38,6 +38,12 @@ Rules this module keeps:
    conversation ("In Tokyo it is 15 °C…") instead of naming a tool; listed in the
    system message, it picked the tool for "And in Tokyo?" and "What about AAPL?" and
    none for "Thanks!" after an order question.
+7. A chosen tool the message has no word of (not in its name, not in its description's
+   first line) gives way to the one other tool whose name the message uses (a word of
+   four letters or more, generic verbs such as "get" left out): asked to "Convert 250
+   USD to EUR.", the 0.5B picked `calculator` at every setting, with `convert_currency`
+   offered. A pick that shares no word is kept when no other tool is named (the
+   message "Is it raining?" has no word of `get_weather` and needs it).
 """
 
 from __future__ import annotations
@@ -61,6 +67,7 @@ __all__ = [
     "all_picked_ran",
     "calling_params",
     "chosen_names",
+    "named_instead",
     "not_started",
     "only",
     "select_tools",
@@ -191,8 +198,61 @@ async def select_tools(
     except Exception as exc:  # the step is an optimisation: on failure, every tool (rule 2)
         log.warning("tool selection failed, offering every tool: %s", exc)
         return Selection(list(specs), names, "", fallback=True)
-    chosen = chosen_names(reply, names, limit)
+    chosen = named_instead(step_message(messages)[0], chosen_names(reply, names, limit), specs)
     return Selection(only(specs, chosen), chosen, reply, fallback=False)
+
+
+GENERIC: Final = frozenset(
+    [
+        "get",
+        "set",
+        "list",
+        "find",
+        "fetch",
+        "make",
+        "create",
+        "update",
+        "delete",
+        "read",
+        "write",
+        "check",
+        "query",
+        "info",
+        "data",
+    ]
+)
+"""Words of tool names too common to say which tool a message means (rule 7)."""
+
+
+def _words(text: str) -> set[str]:
+    return {w for w in re.findall(r"[a-z]+", text.lower()) if len(w) >= 4}
+
+
+def _uses(message: set[str], words: set[str]) -> bool:
+    """The message has one of `words` (or a longer form: "converting" for "convert")."""
+    return any(m.startswith(w) for m in message for w in words)
+
+
+def named_instead(
+    message: str, chosen: Sequence[str], specs: Sequence[Mapping[str, Any]]
+) -> list[str]:
+    """Rule 7: each chosen tool the message has no word of gives way to the one other tool
+    whose name the message uses; kept when no tool, or several, are named."""
+    said = _words(message)
+    by_name = {_name(s): s for s in specs}
+    named = [
+        name
+        for name in by_name
+        if _uses(said, {w for w in _words(name.replace("_", " ")) if w not in GENERIC})
+    ]
+    picked: list[str] = []
+    for name in chosen:
+        spec = by_name.get(name)
+        own = _words(f"{name.replace('_', ' ')} {_description(spec)}") if spec else set()
+        others = [n for n in named if n != name and n not in chosen]
+        swap = not _uses(said, own) and len(others) == 1
+        picked.append(others[0] if swap else name)
+    return list(dict.fromkeys(picked))
 
 
 def only(specs: Sequence[Mapping[str, Any]], names: Collection[str]) -> list[Mapping[str, Any]]:
