@@ -82,6 +82,12 @@ def test_a_turn_in_open_webui_form(running: Running) -> None:
         and f["data"]["data"]["type"] == "response.output_text.delta"
     ]
     assert "".join(d["delta"] for d in deltas) == "Three."
+    assert all("item_id" in d for d in deltas)  # whole deltas, not a chat stream's lean ones
+    responses = [f["data"]["data"] for f in turn if f["data"]["type"] == "response:completion"]
+    done_items = [d for d in responses if d["type"] == "response.output_item.done"]
+    answer = [d for d in done_items if d["item"]["type"] == "message"][-1]
+    assert "from_deltas" not in answer  # Open WebUI's front end gets each item whole
+    assert answer["item"]["content"][0]["text"] == "Three."
     assert not [k for k in kinds if k.startswith("response.")]  # all inside response:completion
     titles = [f["data"]["data"] for f in turn if f["data"]["type"] == "chat:title"]
     assert titles == ["1+2?"]  # a string, as Open WebUI sends it
