@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
+from alembic import command
+from sqlalchemy import text
 
 from toolrelay.adapters.stores import Chat, Store, sql_search
 from toolrelay.adapters.stores.listing import ChatCursor, search_terms, search_text
-from toolrelay.adapters.stores.sql import SQLStore
+from toolrelay.adapters.stores.sql import SQLStore, _alembic_config, create_engine
 
 pytestmark = pytest.mark.anyio
 
@@ -91,7 +95,9 @@ def test_a_cursor_that_was_not_handed_out_is_refused() -> None:
 async def test_every_search_plan_finds_the_same_chats(
     sql_store: SQLStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """SQLite starts from the matches when they are few, else from the list: same answers."""
+    """However a search goes (a walk of the list by text; then through the words' index
+    unless few docs match; then the rest from the matches): the same chats, in the
+    same order, and the total counted or said not to be (-1)."""
     alice = (await sql_store.create_user("alice")).id
     for i in range(12):
         chat = await sql_store.create_chat(alice, title=f"chat {i}", chat_id=f"chat_{i:02d}")
@@ -108,9 +114,58 @@ async def test_every_search_plan_finds_the_same_chats(
             found.append(([c.id for c in page + rest], total))
         return found
 
-    few = await answers()  # the walk of the list finds them all
-    monkeypatch.setattr(sql_search, "WALK", 1)  # one chat walked, the rest through the index
-    assert await answers() == few
-    monkeypatch.setattr(sql_search, "FEW", 0)  # the index's matches joined in SQL
-    assert await answers() == few
+    few = await answers()  # the walk by text finds them all
+    plans = [("WALK", 1), ("RARE", 0), ("DEEP", 2), ("DEEP", 1), ("FEW", 0)]
+    for name, value in plans:  # then from the matches; through the index first; in SQL
+        monkeypatch.setattr(sql_search, name, value)
+        found = await answers()
+        assert [ids for ids, _ in found] == [ids for ids, _ in few], name
+        assert all(total in (exact, -1) for (_, total), (_, exact) in zip(found, few, strict=True))
     assert [total for _, total in few] == [12, 4, 3, 0]
+
+
+async def test_the_migration_puts_pending_words_in_postgres_index(sql_url: str) -> None:
+    """0010: PostgreSQL's words index takes docs at once (no pending list that every
+    search reads whole), and the docs pending before it are moved in; both dialects find
+    the chats written before it."""
+    when = datetime(2026, 1, 1, tzinfo=UTC)
+    engine = create_engine(sql_url)
+    try:
+        async with engine.begin() as connection:
+            await connection.run_sync(
+                lambda c: command.upgrade(_alembic_config(c), "0009_message_tree")
+            )
+            await connection.execute(
+                text(
+                    "INSERT INTO users (id, name, is_admin, created_at) VALUES ('u', 'a', :f, :t)"
+                ),
+                {"f": False, "t": when},
+            )
+            await connection.execute(
+                text(
+                    "INSERT INTO chats (id, user_id, title, tags, created_at, updated_at)"
+                    " VALUES ('c1', 'u', 'Trip to Paris', '[]', :t, :t)"
+                ),
+                {"t": when},
+            )
+            await connection.execute(
+                text("INSERT INTO search_docs (chat_id, body) VALUES ('c1', 'trip to paris')")
+            )
+    finally:
+        await engine.dispose()
+    store = await SQLStore.open(sql_url)  # migrates to head
+    try:
+        chats, total = await store.list_chats("u", query="pari")
+        assert ([c.id for c in chats], total) == (["c1"], 1)
+        if not sql_url.startswith("postgresql"):
+            return
+        async with store.engine.begin() as connection:
+            options = await connection.scalar(
+                text("SELECT reloptions FROM pg_class WHERE relname = 'ix_search_docs_tsv'")
+            )
+            pending = await connection.scalar(
+                text("SELECT gin_clean_pending_list('ix_search_docs_tsv'::regclass)")
+            )
+        assert (options, pending) == (["fastupdate=off"], 0)
+    finally:
+        await store.close()

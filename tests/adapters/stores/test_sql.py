@@ -49,7 +49,7 @@ TABLES = {
 }
 
 
-HEAD = "0009_message_tree"
+HEAD = "0010_search_gin_direct"
 WHEN = datetime(2026, 1, 1, tzinfo=UTC)
 
 

@@ -41,6 +41,8 @@ __all__ = [
     "chat_filter",
     "doc_row",
     "from_matches",
+    "holds_terms",
+    "matching_docs",
     "index_message",
     "index_title",
     "keep_outputs",
@@ -73,10 +75,37 @@ def matching_chats(terms: list[str], sqlite: bool) -> Select[Any]:
             "search_docs.id IN (SELECT rowid FROM search_fts WHERE search_fts MATCH :terms)"
         )
         return select(SearchDocRow.chat_id).where(hits.bindparams(terms=fts5_query(terms)))
-    found = literal_column("search_docs.tsv").op("@@")(
+    return select(SearchDocRow.chat_id).where(_tsv_match(terms))
+
+
+def matching_docs(terms: list[str], sqlite: bool, most: int) -> Select[Any]:
+    """At most `most` matching docs, found in the words' index alone (one row each): how
+    many there are, cheaply, when they are few."""
+    if sqlite:
+        hits = text("SELECT rowid FROM search_fts WHERE search_fts MATCH :terms LIMIT :most")
+        found = hits.bindparams(terms=fts5_query(terms), most=most).columns()
+        return select(literal_column("1")).select_from(found.subquery())
+    return select(SearchDocRow.id).where(_tsv_match(terms)).limit(most)
+
+
+def holds_terms(chat_id: ColumnElement[Any], terms: list[str], sqlite: bool) -> ColumnElement[bool]:
+    """Whether the chat `chat_id` names has a doc holding every term, tested for each of
+    a run of the list's chats. PostgreSQL: the chat is in the set of matching chats (one
+    hash of them). SQLite: one of the chat's docs (found by chat, `ix_search_docs_chat_id`)
+    is in the set of matching docs (FTS5 rowids, read once); the unary `+` keeps SQLite
+    from probing the chat's docs once per matching doc instead."""
+    if not sqlite:
+        return chat_id.in_(matching_chats(terms, sqlite))
+    docs = text(
+        "+search_docs.id IN (SELECT rowid FROM search_fts WHERE search_fts MATCH :terms)"
+    ).bindparams(terms=fts5_query(terms))
+    return select(SearchDocRow.id).where(SearchDocRow.chat_id == chat_id, docs).exists()
+
+
+def _tsv_match(terms: list[str]) -> ColumnElement[bool]:
+    return literal_column("search_docs.tsv").op("@@")(
         func.to_tsquery(literal_column("'simple'"), bindparam("terms", tsquery(terms)))
     )
-    return select(SearchDocRow.chat_id).where(found)
 
 
 def from_matches(terms: list[str], sqlite: bool) -> Join:
