@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from toolrelay.adapters.tools.owui import OpenWebUIFilter, OpenWebUITools
     from toolrelay.core.events import Event
     from toolrelay.engine.conversation import Conversation
+    from toolrelay.engine.durable_runs import RunHeld
     from toolrelay.engine.finish import RunResult
     from toolrelay.engine.interfaces import (
         ModelClient,
@@ -60,6 +61,7 @@ _WHERE = {
     "ProviderError": "toolrelay.errors",
     "PythonTool": "toolrelay.adapters.tools",
     "Relay": "toolrelay.adapters.relay",
+    "RunHeld": "toolrelay.engine.durable_runs",
     "RunLimits": "toolrelay.engine.limits",
     "RunResult": "toolrelay.engine.finish",
     "SandboxLimits": "toolrelay.adapters.code",
@@ -96,6 +98,7 @@ __all__ = [
     "ProviderError",
     "PythonTool",
     "Relay",
+    "RunHeld",
     "RunLimits",
     "RunResult",
     "SandboxLimits",

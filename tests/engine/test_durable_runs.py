@@ -21,7 +21,7 @@ from toolrelay.adapters.stores.sql import SQLStore
 from toolrelay.core import events as ev
 from toolrelay.core.items import is_call_output, raw_items
 from toolrelay.engine.checkpoint import TurnPaused
-from toolrelay.engine.durable_runs import NoRunToResume
+from toolrelay.engine.durable_runs import NoRunToResume, RunHeld
 from toolrelay.engine.finish import RunResult
 from toolrelay.testing.scripted_model import ScriptedModel, reply
 from toolrelay.testing.sinks import ListSink
@@ -123,7 +123,9 @@ CHILD = textwrap.dedent(
     async def main() -> None:
         store = await SQLStore.open(url)
         model = ScriptedModel(reply(calls=[("charge", {"amount": 7})]))
-        await Relay(model, [charge], store=store).run("charge me", chat_id=chat_id, durable=True)
+        relay = Relay(model, [charge], store=store)
+        relay.run_lease_s = 1.0  # its lease runs out a second after it is killed
+        await relay.run("charge me", chat_id=chat_id, durable=True)
 
     asyncio.run(main())
     """
@@ -157,7 +159,15 @@ async def test_a_turn_cut_by_sigkill_is_resumed_in_a_new_process(tmp_path: Path)
     try:
         assert [r.status for r in await store.list_runs(chat_id=chat_id)] == ["running"]
         model = ScriptedModel(reply("It may not have gone through; check first."))
-        result: RunResult = await Relay(model, [charge], store=store).resume(chat_id)
+        relay = Relay(model, [charge], store=store)
+        deadline = time.monotonic() + HANG
+        while True:  # the dead process's lease runs out (`test_durable_lease`)
+            try:
+                result: RunResult = await relay.resume(chat_id)
+                break
+            except RunHeld:
+                assert time.monotonic() < deadline, "the dead process's lease never ran out"
+                await asyncio.sleep(0.05)
         assert result.status == "completed"
         (output,) = [i["output"] for i in raw_items(result.output) if is_call_output(i)]
         assert "may or may not have taken effect" in str(output)

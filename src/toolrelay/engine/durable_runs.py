@@ -12,7 +12,14 @@ on from its last checkpoint: a paused turn with the answers given to this relay
 (`approve`, `submit_tool_result`) before the call (a call still unanswered is
 asked again and the turn pauses again), a turn whose process died with its
 finished calls kept and its cut ones re-run or reported as the checkpoint rules
-say. One process resumes a chat at a time (the caller's to ensure); a server
+say.
+
+One process runs a chat's durable turn at a time: the run is leased in the store
+to its process (`Store.claim_run(..., lease=)`), renewed every third of
+`Relay.run_lease_s` while the turn runs, let go when it pauses or ends (a cancel
+and a failure too). Another process's `resume` (or durable `run` in that chat)
+raises `RunHeld` meanwhile; a killed process's lease runs out after
+`run_lease_s`, as a server's turn lease does, and the run can be resumed. A server
 sharing the store leaves library runs alone (their owner starts with
 `LIBRARY_OWNER`).
 """
@@ -20,6 +27,8 @@ sharing the store leaves library runs alone (their owner starts with
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import os
 import socket
 from collections.abc import Awaitable, Mapping, Sequence
@@ -29,8 +38,10 @@ from toolrelay.engine.checkpoint import TurnPaused, TurnState
 from toolrelay.engine.interfaces import Message
 
 __all__ = [
+    "LEASE_S",
     "LIBRARY_OWNER",
     "NoRunToResume",
+    "RunHeld",
     "RunStore",
     "SavedRun",
     "keeps_runs",
@@ -39,12 +50,23 @@ __all__ = [
 
 T = TypeVar("T")
 
+log = logging.getLogger(__name__)
+
+LEASE_S = 30.0
+"""How long a library process holds a durable run without renewing it (`Relay.run_lease_s`)."""
+
 LIBRARY_OWNER = "relay:"
 """How a library run's owner starts (a server takes over only its own kind)."""
 
 
 class NoRunToResume(LookupError):
     """`Relay.resume` found no unfinished durable turn in the chat."""
+
+
+class RunHeld(RuntimeError):
+    """Another live process runs the chat's durable turn (it holds the run's lease): this
+    one neither resumes it nor starts another. Try again once that turn ends, or once its
+    lease runs out if that process died."""
 
 
 class SavedRun(Protocol):
@@ -66,14 +88,22 @@ class RunStore(Protocol):
     """The part of a store that keeps runs (`adapters.stores.Store`)."""
 
     async def start_run(
-        self, chat_id: str, message_id: str, *, owner: str, request: Mapping[str, Any]
-    ) -> None: ...
+        self,
+        chat_id: str,
+        message_id: str,
+        *,
+        owner: str,
+        request: Mapping[str, Any],
+        lease: float | None = None,
+    ) -> bool: ...
 
     async def save_run_state(self, message_id: str, state: Mapping[str, Any]) -> bool: ...
 
     async def claim_run(
-        self, message_id: str, *, owner: str, resumed: bool = True
+        self, message_id: str, *, owner: str, resumed: bool = True, lease: float | None = None
     ) -> SavedRun | None: ...
+
+    async def renew_run(self, message_id: str, *, owner: str, lease: float) -> bool: ...
 
     async def pause_run(self, message_id: str) -> bool: ...
 
@@ -84,7 +114,15 @@ class RunStore(Protocol):
     ) -> Sequence[SavedRun]: ...
 
 
-_RUN_METHODS = ("start_run", "save_run_state", "claim_run", "pause_run", "end_run", "list_runs")
+_RUN_METHODS = (
+    "start_run",
+    "save_run_state",
+    "claim_run",
+    "renew_run",
+    "pause_run",
+    "end_run",
+    "list_runs",
+)
 
 
 def keeps_runs(store: object) -> bool:
@@ -124,20 +162,62 @@ def run_request(
     }
 
 
-async def recorded(store: RunStore, message_id: str, turn: Awaitable[T]) -> T:
-    """Await `turn` (a `Relay.run` of a recorded run) and keep its run's record right: a
-    pause marks it `paused`, any other end forgets it (the engine saved the turn; a
-    cancel too). A process that dies meanwhile leaves it `running`, to resume."""
+async def recorded(store: RunStore, message_id: str, turn: Awaitable[T], *, lease: float) -> T:
+    """Await `turn` (a `Relay.run` of a recorded run) holding its run's lease (renewed every
+    third of `lease`), and keep its record right: a pause marks it `paused`, any other
+    end forgets it (the engine saved the turn; a cancel too), both letting the lease go.
+    A process that dies meanwhile leaves it `running`, to resume once its lease is out."""
+    renewing = asyncio.create_task(_renew(store, message_id, lease))
     try:
         result: T = await turn
     except TurnPaused:
+        await _stop(renewing)
         await store.pause_run(message_id)
         raise
     except BaseException:
-        await asyncio.shield(store.end_run(message_id))
+        await asyncio.shield(_end(store, message_id, renewing))
         raise
-    await store.end_run(message_id)
+    await _end(store, message_id, renewing)
     return result
+
+
+async def _renew(store: RunStore, message_id: str, lease: float) -> None:
+    owner = library_owner()
+    while True:
+        await asyncio.sleep(lease / 3)
+        try:
+            held = await store.renew_run(message_id, owner=owner, lease=lease)
+        except Exception as exc:  # the store is away: try again next time
+            log.warning("renewing the lease of durable run %s failed: %s", message_id, exc)
+            continue
+        if not held:
+            log.warning("durable run %s lost its lease (another process took it)", message_id)
+            return
+
+
+async def _stop(renewing: asyncio.Task[None]) -> None:
+    renewing.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await renewing
+
+
+async def _end(store: RunStore, message_id: str, renewing: asyncio.Task[None]) -> None:
+    await _stop(renewing)
+    await store.end_run(message_id)
+
+
+async def claimed(store: RunStore, chat_id: str, run: SavedRun, lease: float) -> SavedRun:
+    """`run`, taken by this process with its lease; `RunHeld` when another process holds
+    it, `NoRunToResume` when it ended meanwhile."""
+    owner = library_owner()
+    taken = await store.claim_run(
+        run.message_id, owner=owner, resumed=run.status != "paused", lease=lease
+    )
+    if taken is not None:
+        return taken
+    if any(r.message_id == run.message_id for r in await store.list_runs(chat_id=chat_id)):
+        raise RunHeld(f"another process runs durable turn {run.message_id!r} (its lease is live)")
+    raise NoRunToResume(f"durable turn {run.message_id!r} ended meanwhile")
 
 
 async def unfinished_run(store: RunStore, chat_id: str) -> SavedRun:

@@ -16,8 +16,11 @@ from toolrelay.core.tools.code_gates import code_interpreter_allowed
 from toolrelay.engine.code_tool import CODE_TOOL_NAME, CodeTool
 from toolrelay.engine.conversation import Conversation
 from toolrelay.engine.durable_runs import (
+    LEASE_S,
     RunCheckpoints,
+    RunHeld,
     RunStore,
+    claimed,
     keeps_runs,
     library_owner,
     recorded,
@@ -51,6 +54,10 @@ from toolrelay.errors import ToolError
 
 class Relay:
     """A model, its tools and the rules of the loop; runs any number of turns."""
+
+    run_lease_s: float = LEASE_S
+    """How long this process holds a durable turn's run without renewing it: another
+    process resumes it (`resume`) only once that long has passed since this one died."""
 
     def __init__(
         self,
@@ -147,9 +154,15 @@ class Relay:
         if runs is not None:
             if turn.resume is None:
                 wanted = run_request(raw, user, features, pause=turn.pause)
-                await runs.start_run(
-                    str(chat_id), message_id, owner=library_owner(), request=wanted
+                started = await runs.start_run(
+                    str(chat_id),
+                    message_id,
+                    owner=library_owner(),
+                    request=wanted,
+                    lease=self.run_lease_s,
                 )
+                if not started:
+                    raise RunHeld(f"another process runs a durable turn of chat {chat_id!r}")
             checkpoints = RunCheckpoints(runs, message_id)
         offer = await self.toolbox.offer()
         code_runner, tags = self._code_path(features, user)
@@ -239,18 +252,20 @@ class Relay:
             for source in sources:
                 await sink.emit(ev.event(ev.SOURCE, as_source(source)))
         running = Turn(setup).run()
-        return await (running if runs is None else recorded(runs, message_id, running))
+        if runs is None:
+            return await running
+        return await recorded(runs, message_id, running, lease=self.run_lease_s)
 
     async def resume(self, chat_id: str, *, sink: EventSink | None = None) -> RunResult:
         """Go on with the chat's durable turn (`run(..., durable=True)`) from its last
         checkpoint, in this process or a new one: a paused turn with the answers given
         to this relay (`approve`, `submit_tool_result`) before this call, one cut by
         its process's end as the checkpoint rules say (`engine.checkpoint`). Raises
-        `NoRunToResume` when the chat has none, `TurnPaused` when it pauses again."""
+        `NoRunToResume` when the chat has none, `RunHeld` when another live process runs
+        it (`engine.durable_runs`), `TurnPaused` when it pauses again."""
         store = self._run_store(chat_id)
-        run = await unfinished_run(store, chat_id)
+        run = await claimed(store, chat_id, await unfinished_run(store, chat_id), self.run_lease_s)
         state = state_of(run)
-        await store.claim_run(run.message_id, owner=library_owner(), resumed=run.status != "paused")
         request = run.request
         return await self.run(
             list(request.get("history") or []),

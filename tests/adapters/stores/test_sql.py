@@ -49,7 +49,7 @@ TABLES = {
 }
 
 
-HEAD = "0010_search_gin_direct"
+HEAD = "0011_run_lease"
 WHEN = datetime(2026, 1, 1, tzinfo=UTC)
 
 

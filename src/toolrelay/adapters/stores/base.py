@@ -152,6 +152,9 @@ class TurnRun:
     state: dict[str, Any] | None
     """The last checkpoint (`engine.checkpoint.TurnState.to_json`); None before the first."""
     updated_at: datetime
+    lease_until: datetime | None = None
+    """Until when its owner holds it (a library process, `engine.durable_runs`); None: no
+    lease in the store (a server's run: its lease is on the bus)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -332,9 +335,17 @@ class Store(ChatStore, Protocol):
         ...
 
     async def start_run(
-        self, chat_id: str, message_id: str, *, owner: str, request: Mapping[str, Any]
-    ) -> None:
-        """Record a turn that starts (status `running`, no state yet)."""
+        self,
+        chat_id: str,
+        message_id: str,
+        *,
+        owner: str,
+        request: Mapping[str, Any],
+        lease: float | None = None,
+    ) -> bool:
+        """Record a turn that starts (status `running`, no state yet). With `lease`
+        (seconds), `owner` holds it that long (`renew_run`), and it is not recorded
+        (False) while another owner holds a live lease on a run of the chat."""
         ...
 
     async def save_run_state(self, message_id: str, state: Mapping[str, Any]) -> bool:
@@ -342,15 +353,23 @@ class Store(ChatStore, Protocol):
         ...
 
     async def claim_run(
-        self, message_id: str, *, owner: str, resumed: bool = True
+        self, message_id: str, *, owner: str, resumed: bool = True, lease: float | None = None
     ) -> TurnRun | None:
         """Take a run over (its owner now `owner`, status `running`, `resumes` one more
         unless `resumed` is False: a paused turn answered); None if it is gone. The
-        caller holds the chat's lease."""
+        caller holds the chat's lease; or, with `lease` (seconds), the run's own lease is
+        taken in the same write, only if it is paused, free (none, or run out) or
+        `owner`'s already (else None too)."""
+        ...
+
+    async def renew_run(self, message_id: str, *, owner: str, lease: float) -> bool:
+        """Hold `owner`'s lease on the run `lease` seconds more; False when it is not
+        theirs any more (ended, paused, or taken over once it ran out)."""
         ...
 
     async def pause_run(self, message_id: str) -> bool:
-        """Mark a run `paused` (it waits for an answer, run by nobody); False if gone."""
+        """Mark a run `paused` (it waits for an answer, run by nobody: its lease let go);
+        False if gone."""
         ...
 
     async def end_run(self, message_id: str) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from toolrelay.adapters.stores import (
@@ -429,13 +429,26 @@ class MemoryStore:
         ]
 
     async def start_run(
-        self, chat_id: str, message_id: str, *, owner: str, request: Mapping[str, Any]
-    ) -> None:
+        self,
+        chat_id: str,
+        message_id: str,
+        *,
+        owner: str,
+        request: Mapping[str, Any],
+        lease: float | None = None,
+    ) -> bool:
         if chat_id not in self._chats:
             raise NotFoundError(f"chat {chat_id!r} not found")
+        now = self._now()
+        if lease is not None and any(
+            r.chat_id == chat_id and _held(r, owner, now) for r in self._runs.values()
+        ):
+            return False
+        until = None if lease is None else now + timedelta(seconds=lease)
         self._runs[message_id] = TurnRun(
-            message_id, chat_id, owner, "running", 0, plain_json(request), None, self._now()
+            message_id, chat_id, owner, "running", 0, plain_json(request), None, now, until
         )
+        return True
 
     async def save_run_state(self, message_id: str, state: Mapping[str, Any]) -> bool:
         run = self._runs.get(message_id)
@@ -445,21 +458,35 @@ class MemoryStore:
         return True
 
     async def claim_run(
-        self, message_id: str, *, owner: str, resumed: bool = True
+        self, message_id: str, *, owner: str, resumed: bool = True, lease: float | None = None
     ) -> TurnRun | None:
         run = self._runs.get(message_id)
-        if run is None:
+        now = self._now()
+        if run is None or (lease is not None and _held(run, owner, now)):
             return None
         resumes = run.resumes + 1 if resumed else run.resumes
-        run = replace(run, owner=owner, status="running", resumes=resumes, updated_at=self._now())
+        until = run.lease_until if lease is None else now + timedelta(seconds=lease)
+        run = replace(
+            run, owner=owner, status="running", resumes=resumes, updated_at=now, lease_until=until
+        )
         self._runs[message_id] = run
         return copy.deepcopy(run)
+
+    async def renew_run(self, message_id: str, *, owner: str, lease: float) -> bool:
+        run = self._runs.get(message_id)
+        if run is None or run.owner != owner or run.status != "running":
+            return False
+        until = self._now() + timedelta(seconds=lease)
+        self._runs[message_id] = replace(run, lease_until=until)
+        return True
 
     async def pause_run(self, message_id: str) -> bool:
         run = self._runs.get(message_id)
         if run is None:
             return False
-        self._runs[message_id] = replace(run, status="paused", updated_at=self._now())
+        self._runs[message_id] = replace(
+            run, status="paused", updated_at=self._now(), lease_until=None
+        )
         return True
 
     async def end_run(self, message_id: str) -> None:
@@ -510,6 +537,16 @@ class MemoryStore:
         if chat is None:
             raise NotFoundError(f"chat {chat_id!r} not found")
         return chat
+
+
+def _held(run: TurnRun, owner: str, now: datetime) -> bool:
+    """Whether another owner holds a live lease on `run` (`SQLStore`'s `_free`, negated)."""
+    return (
+        run.status == "running"
+        and run.owner != owner
+        and run.lease_until is not None
+        and run.lease_until > now
+    )
 
 
 def _key(chat: Chat) -> tuple[datetime, datetime, str]:

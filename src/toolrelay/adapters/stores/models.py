@@ -236,6 +236,8 @@ class TurnRunRow(Base):
     state: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True), nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    lease_until: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    """Until when a library process holds it (`Relay.resume`); a server's lease is on its bus."""
 
 
 class UserValvesRow(Base):

@@ -2,15 +2,18 @@
 
 A mixin of `SQLStore` (`sql.py`): each call is one short
 transaction, run whole even when its caller is cancelled (`stores.whole`); a
-checkpoint is one UPDATE of one row, never per token.
+checkpoint is one UPDATE of one row, never per token. A library process's lease
+(`lease_until`) is taken by one conditional UPDATE (or, for a new run, under the
+chat row's lock), so of two processes exactly one gets it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, or_, select, update
 
 from toolrelay.adapters.stores.base import NotFoundError, TurnRun
 from toolrelay.adapters.stores.models import ChatRow, TurnRunRow
@@ -27,8 +30,14 @@ class RunRows(SQLParts):
     """`Store`'s run methods over `turn_runs`; `SQLStore` provides the session makers."""
 
     async def start_run(
-        self, chat_id: str, message_id: str, *, owner: str, request: Mapping[str, Any]
-    ) -> None:
+        self,
+        chat_id: str,
+        message_id: str,
+        *,
+        owner: str,
+        request: Mapping[str, Any],
+        lease: float | None = None,
+    ) -> bool:
         now = self._now()
         row = TurnRunRow(
             message_id=message_id,
@@ -40,11 +49,23 @@ class RunRows(SQLParts):
             state=None,
             created_at=now,
             updated_at=now,
+            lease_until=None if lease is None else now + timedelta(seconds=lease),
         )
         async with self._write() as session:
-            if await session.get(ChatRow, chat_id) is None:
+            chat = select(ChatRow.id).where(ChatRow.id == chat_id).with_for_update()
+            if await session.scalar(chat) is None:  # locked: one start at a time per chat
                 raise NotFoundError(f"chat {chat_id!r} not found")
+            if lease is not None:
+                held = select(TurnRunRow.message_id).where(
+                    TurnRunRow.chat_id == chat_id,
+                    TurnRunRow.status == "running",
+                    TurnRunRow.owner != owner,
+                    TurnRunRow.lease_until > now,
+                )
+                if await session.scalar(held.limit(1)) is not None:
+                    return False
             session.add(row)
+        return True
 
     async def save_run_state(self, message_id: str, state: Mapping[str, Any]) -> bool:
         query = (
@@ -57,22 +78,43 @@ class RunRows(SQLParts):
         return bool(getattr(result, "rowcount", 0))
 
     async def claim_run(
-        self, message_id: str, *, owner: str, resumed: bool = True
+        self, message_id: str, *, owner: str, resumed: bool = True, lease: float | None = None
     ) -> TurnRun | None:
+        now = self._now()
+        values: dict[str, Any] = {"owner": owner, "updated_at": now, "status": "running"}
+        if resumed:
+            values["resumes"] = TurnRunRow.resumes + 1
+        claim = update(TurnRunRow).where(TurnRunRow.message_id == message_id)
+        if lease is not None:
+            values["lease_until"] = now + timedelta(seconds=lease)
+            claim = claim.where(_free(owner, now))
         async with self._write() as session:
-            row = await session.get(TurnRunRow, message_id)
-            if row is None:
+            result = await session.execute(claim.values(**values))
+            if not getattr(result, "rowcount", 0):
                 return None
-            row.owner, row.updated_at, row.status = owner, self._now(), "running"
-            if resumed:
-                row.resumes += 1
-            return _run(row)
+            row = await session.get(TurnRunRow, message_id, populate_existing=True)
+            return None if row is None else _run(row)
+
+    async def renew_run(self, message_id: str, *, owner: str, lease: float) -> bool:
+        now = self._now()
+        query = (
+            update(TurnRunRow)
+            .where(
+                TurnRunRow.message_id == message_id,
+                TurnRunRow.owner == owner,
+                TurnRunRow.status == "running",
+            )
+            .values(lease_until=now + timedelta(seconds=lease))
+        )
+        async with self._write() as session:
+            result = await session.execute(query)
+        return bool(getattr(result, "rowcount", 0))
 
     async def pause_run(self, message_id: str) -> bool:
         query = (
             update(TurnRunRow)
             .where(TurnRunRow.message_id == message_id)
-            .values(status="paused", updated_at=self._now())
+            .values(status="paused", updated_at=self._now(), lease_until=None)
         )
         async with self._write() as session:
             result = await session.execute(query)
@@ -93,6 +135,16 @@ class RunRows(SQLParts):
         async with self._sessions() as session:
             rows = await session.scalars(query.order_by(TurnRunRow.created_at))
             return [_run(row) for row in rows]
+
+
+def _free(owner: str, now: Any) -> Any:
+    """A run `owner` may take: paused, its lease free (none, or run out) or theirs."""
+    return or_(
+        TurnRunRow.status == "paused",
+        TurnRunRow.lease_until.is_(None),
+        TurnRunRow.lease_until <= now,
+        TurnRunRow.owner == owner,
+    )
 
 
 __all__ = ["RunRows"]
