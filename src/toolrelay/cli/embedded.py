@@ -85,9 +85,10 @@ def embedded_route(settings: Settings, registry: Registry) -> Embedded:
             f"(route {ROUTE!r}, {KEY_ENV}); for {REAL_MODEL}"
         )
         return Embedded(notice, lambda: None, text_tool_calls=False)
-    missing = not_installed()
+    missing = not_installed(settings)
     if missing:
-        raise ConfigError(f"no model configured, and {install_hint(missing)}\n{setup_hint()}")
+        hint = install_hint(missing, settings)
+        raise ConfigError(f"no model configured, and {hint}\n{setup_hint()}")
     _, local = start_embedded(settings)
     try:
         registry.add_route(local.route())

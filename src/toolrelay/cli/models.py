@@ -56,12 +56,11 @@ def _embedded(settings: Settings) -> bool:
     running server's (`TOOLRELAY_KEY`) or started in the CLI's process when used."""
     import os
 
-    from toolrelay.adapters.local import QWEN_CODER_05B
     from toolrelay.cli.embedded import KEY_ENV, running_server
-    from toolrelay.config.local import ROUTE, not_installed
+    from toolrelay.config.local import ROUTE, not_installed, weights_for
 
     url = running_server(settings, os.environ.get(KEY_ENV))
-    if url is None and not_installed():
+    if url is None and not_installed(settings):
         return False
     where = url or "(embedded: started in the command's process when used)"
     note = f"no model configured: route {ROUTE!r} is " + (
@@ -69,5 +68,5 @@ def _embedded(settings: Settings) -> bool:
     )
     Console(stderr=True, soft_wrap=True).print(note, markup=False, highlight=False, style="dim")
     typer.echo("name\tkind\tmodel\tbase_url")
-    typer.echo(f"{ROUTE}\topenai-chat\t{ROUTE if url else QWEN_CODER_05B.name}\t{where}")
+    typer.echo(f"{ROUTE}\topenai-chat\t{ROUTE if url else weights_for(settings).name}\t{where}")
     return True

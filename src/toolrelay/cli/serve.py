@@ -88,7 +88,7 @@ def serve(
         registry = build_registry(settings)  # every configuration problem before the model loads
         from toolrelay.server.processes.workers import check_workers, default_workers
 
-        missing = not_installed() if wants_local(settings, enabled=not no_local) else None
+        missing = not_installed(settings) if wants_local(settings, enabled=not no_local) else None
         serves_local = missing == []
         count = workers if workers is not None else default_workers(settings, local=serves_local)
         check_workers(count, settings, local=serves_local)
@@ -110,7 +110,7 @@ def serve(
     if local is not None:  # what was done, and how to use a real model instead
         logging.getLogger("toolrelay.local").info("%s", local.describe())
     elif missing:
-        logging.getLogger("toolrelay.local").warning("%s", install_hint(missing))
+        logging.getLogger("toolrelay.local").warning("%s", install_hint(missing, settings))
     if count > 1:
         _serve_workers(settings, count)
         return

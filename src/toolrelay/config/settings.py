@@ -387,6 +387,9 @@ class Settings(BaseSettings):
     """llama.cpp threads for the embedded model; unset: one fewer than the cores, at least 1."""
     local_ctx: int = Field(default=8192, ge=512)
     """The embedded model's context in tokens (shared by its two slots)."""
+    local_model: Literal["0.5b", "1.5b"] = "0.5b"
+    """Which embedded model: the 0.5B (the `[local]` extra) or, opt-in, the 1.5B (the
+    `[local-1-5b]` extra: twice the disk and time per turn, a better tool-turn rate)."""
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = "INFO"
     log_format: Literal["pretty", "json"] = "pretty"
     metrics_port: int | None = Field(default=None, ge=0, le=65535)

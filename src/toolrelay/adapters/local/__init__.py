@@ -7,7 +7,9 @@ decides when to use them and turns them into the route `local`.
 
 from toolrelay.adapters.local.llama import LlamaOptions, LlamaServer, default_threads
 from toolrelay.adapters.local.weights import (
+    LOCAL_WEIGHTS,
     QWEN_CODER_05B,
+    QWEN_CODER_15B,
     Progress,
     Weights,
     WeightsError,
@@ -16,7 +18,9 @@ from toolrelay.adapters.local.weights import (
 )
 
 __all__ = [
+    "LOCAL_WEIGHTS",
     "QWEN_CODER_05B",
+    "QWEN_CODER_15B",
     "LlamaOptions",
     "LlamaServer",
     "Progress",

