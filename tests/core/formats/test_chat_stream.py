@@ -133,3 +133,17 @@ def test_deltas_that_did_not_build_the_text_leave_it_whole() -> None:
 
 def _chunks(data: bytes, size: int) -> list[bytes]:
     return [data[i : i + size] for i in range(0, len(data), size)]
+
+
+def test_a_delta_typed_event_that_is_not_ours_goes_as_it_came() -> None:
+    """A tool's own event may reuse a delta's type without its keys: sent whole, and
+    the deltas around it keep their places."""
+    odd = Event(ev.OUTPUT_TEXT_DELTA, {"note": "from a tool"})
+    events = _turn()
+    events.insert(6, odd)
+    sent = _sent(events)
+    assert {k: v for k, v in sent[6].items() if k != "event"} == odd.to_dict()
+    assert sent[7]["data"] == {"delta": "there."}  # still the message's place
+    reader = ChatStreamReader()
+    wire = b"".join(ChatFrames().frame(seq, e) for seq, e in enumerate(events, 1))
+    assert [e for _, e in reader.feed(wire)] == events  # read back as they were

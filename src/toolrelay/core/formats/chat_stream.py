@@ -37,6 +37,7 @@ __all__ = ["ChatFrames", "ChatStreamReader", "frame"]
 
 _TEXT_DELTAS: Final = frozenset({ev.OUTPUT_TEXT_DELTA, ev.REASONING_TEXT_DELTA})
 _PLACE: Final = frozenset({"item_id", "output_index", "content_index"})
+_DELTA_KEYS: Final = _PLACE | {"delta"}
 _HEADS: Final = {kind: b"\nevent: " + kind.encode() + b"\ndata: " for kind in ev.DELTA_EVENTS}
 _ARGS: Final = -1
 """The key a call's arguments are built under (content indexes are >= 0)."""
@@ -65,15 +66,18 @@ class ChatFrames:
         kind = event.type
         if kind in ev.DELTA_EVENTS:
             data = event.data
+            delta = data.get("delta")
+            if not isinstance(delta, str) or "item_id" not in data:
+                return frame(seq, event)  # not a delta of ours (a tool's own): as it came
             parts = self._built.get(data["item_id"]) if self._built else None
             if parts is not None:
                 index = data.get("content_index", 0) if kind in _TEXT_DELTAS else _ARGS
                 pieces = parts.get(index)
                 if pieces is None:
-                    parts[index] = [data["delta"]]
+                    parts[index] = [delta]
                 else:
-                    pieces.append(data["delta"])
-            return self._delta_frame(seq, kind, data)
+                    pieces.append(delta)
+            return self._delta_frame(seq, kind, data, delta)
         if kind == ev.OUTPUT_ITEM_ADDED:
             self._added(event.data)
         elif kind == ev.OUTPUT_ITEM_DONE:
@@ -82,15 +86,15 @@ class ChatFrames:
             self._forget(event)
         return frame(seq, event)
 
-    def _delta_frame(self, seq: int, kind: str, data: dict[str, Any]) -> bytes:
+    def _delta_frame(self, seq: int, kind: str, data: dict[str, Any], delta: str) -> bytes:
         """A delta's lean frame (module doc): its place only when it moved."""
         place = (data["item_id"], data.get("output_index"), data.get("content_index"))
         head = b"id: " + str(seq).encode() + _HEADS[kind]
         if place != self._place:
             self._place = place
             return head + orjson.dumps({"data": data}) + b"\n\n"
-        if len(data) == 4 - (place[2] is None) and "delta" in data:  # nothing else in it
-            return head + b'{"data":{"delta":' + orjson.dumps(data["delta"]) + b"}}\n\n"
+        if data.keys() <= _DELTA_KEYS:  # nothing else in it
+            return head + b'{"data":{"delta":' + orjson.dumps(delta) + b"}}\n\n"
         keep = {k: v for k, v in data.items() if k not in _PLACE}  # a provider's own fields
         return head + orjson.dumps({"data": keep}) + b"\n\n"
 
@@ -184,7 +188,7 @@ class ChatStreamReader:
         elif kind in ev.DELTA_EVENTS:
             if "item_id" in data:
                 self._place = {k: data[k] for k in _PLACE if k in data}
-            else:
+            elif "type" not in body:  # a lean delta: its place is the previous one's
                 data = {**self._place, **data}
             parts = self._text.get(data.get("item_id"))  # type: ignore[arg-type]
             if parts is not None:

@@ -101,13 +101,14 @@ export class ChatStream {
     if (this.closed) return; // closed while a chunk's frames were being read
     let event;
     try { event = JSON.parse(frame.data.join("\n")); } catch (_) { return; }
-    if (!event.type) event.type = frame.event || "";
+    const lean = !event.type; // a delta's frame: its type on the `event:` line
+    if (lean) event.type = frame.event || "";
     if (DELTAS.has(event.type)) {
       const data = event.data || {};
       if ("item_id" in data) {
         this.place = { item_id: data.item_id, output_index: data.output_index };
         if ("content_index" in data) this.place.content_index = data.content_index;
-      } else event.data = { ...this.place, ...data };
+      } else if (lean) event.data = { ...this.place, ...data };
     }
     if (frame.id !== null) this.lastId = frame.id;
     this.onEvent(event, frame.id);
