@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -75,25 +76,36 @@ def test_turns_model_calls_tool_calls_tokens_and_ttfb(running: Running) -> None:
 
 
 def test_active_turns_sse_subscribers_and_bus_lag(running: Running) -> None:
+    # A turn waiting on a client tool is saved paused and holds nothing (not active), so
+    # "during" is read while the answer's model call is held open after its first delta.
+    release = threading.Event()
     running.upstream.route(
         CHAT,
         SSEReply(chat_chunks(tool_calls=[ToolCallSpec("get_location", {}, id="call_g")])),
-        SSEReply(chat_chunks(text="Paris it is.")),
+        SSEReply(chat_chunks(text="Paris it is."), holds={2: release}),
     )
     during: list[Samples] = []
-    with running.client() as client:
-        chat_id = new_chat(client, model="fake")
-        client.post(f"/api/chats/{chat_id}/messages", json={"content": "?", "tools": LOCATION_TOOL})
-        decoder = ChatStreamReader()
-        with client.stream("GET", f"/api/chats/{chat_id}/events") as response:
-            for chunk in response.iter_bytes():
-                for _frame_id, whole in decoder.feed(chunk):
-                    event = whole.to_dict()
-                    if event["type"] == "execute:tool":  # the turn waits for us: it is running
-                        during.append(scrape(client))
-                        answer = {"id": event["data"]["id"], "result": "Paris"}
-                        client.post(f"/api/chats/{chat_id}/tool-results", json=answer)
-        after = scrape(client)
+    try:
+        with running.client() as client:
+            chat_id = new_chat(client, model="fake")
+            body = {"content": "?", "tools": LOCATION_TOOL}
+            client.post(f"/api/chats/{chat_id}/messages", json=body)
+            decoder = ChatStreamReader()
+            answered = False
+            with client.stream("GET", f"/api/chats/{chat_id}/events") as response:
+                for chunk in response.iter_bytes():
+                    for _frame_id, whole in decoder.feed(chunk):
+                        event = whole.to_dict()
+                        if event["type"] == "execute:tool":
+                            answer = {"id": event["data"]["id"], "result": "Paris"}
+                            client.post(f"/api/chats/{chat_id}/tool-results", json=answer)
+                            answered = True
+                        elif answered and not during and event["type"].endswith("text.delta"):
+                            during.append(scrape(client))  # the model call is held: running
+                            release.set()
+            after = scrape(client)
+    finally:
+        release.set()
     assert len(during) == 1
     assert value(during[0], "toolrelay_active_turns") == 1
     assert value(during[0], "toolrelay_sse_subscribers") == 1
