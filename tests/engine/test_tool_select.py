@@ -131,11 +131,39 @@ async def test_none_offers_no_tools_so_the_model_answers_as_text(
     assert text == "Hi there!"
 
 
-async def test_a_call_to_a_tool_not_chosen_stays_text(server: FakeModelServer) -> None:
-    call = '{"name": "get_weather", "arguments": {"key": "Paris"}}'
-    server.script(says("get_time"), says(call))
-    text, _, _ = await run(server, "What time is it in Paris?")
-    assert len(server.requests) == 2  # nothing ran: the JSON is the answer
+async def test_a_call_to_a_tool_not_offered_is_asked_again_without_tools(
+    server: FakeModelServer,
+) -> None:
+    """Rule 8: a made-up tool, or one the step did not pick: the call is neither run nor
+    shown; the model answers again with no tools, and the call is kept in the steps."""
+    model = OpenAIChat(base_url=server.base_url, model="small")
+    for call in (
+        '{"name": "say_hi", "arguments": {}}',
+        '```json\n{"name": "get_weather", "arguments": {"key": "Paris"}}\n```',
+    ):
+        server.requests.clear()
+        server.script(says("get_time"), says(call), says("Hi there!"))
+        sink = ListSink()
+        async with Relay(model, TOOLS, text_tool_calls=True, tool_choice_step=True, tasks=()) as r:
+            result = await r.run("Say hi.", sink=sink)
+        _, first, second = (r.json for r in server.requests)
+        assert offered(first) == ["get_time"] and offered(second) == []
+        assert second["messages"] == first["messages"]  # nothing of the call is replayed
+        assert result.text == "Hi there!"
+        assert [i["type"] for i in result.output] == ["message"]
+        shown = "".join(e.data["delta"] for e in sink.of(ev.OUTPUT_TEXT_DELTA))
+        assert shown == "Hi there!"
+        assert [e.data["item"]["type"] for e in sink.of(ev.OUTPUT_ITEM_ADDED)] == ["message"]
+        models = [s for s in result.timings["steps"] if s["step"] == "model"]
+        assert [s.get("invented") for s in models] == [call, None]
+
+
+async def test_a_made_up_call_without_the_step_stays_text(server: FakeModelServer) -> None:
+    """Rule 8 belongs to the step: a route without it shows what the model wrote."""
+    call = '{"name": "say_hi", "arguments": {}}'
+    server.script(says(call))
+    text, _, _ = await run(server, "Say hi.", step=False)
+    assert len(server.requests) == 1
     assert text == call
 
 

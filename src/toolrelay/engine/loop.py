@@ -83,6 +83,9 @@ from toolrelay.errors import ProviderError
 
 log = logging.getLogger(__name__)
 
+INVENTED_KEPT = 2000
+"""Characters of a call to a made-up tool kept in the turn's steps (it is never shown)."""
+
 
 class Turn:
     """One assistant turn; `run()` returns its result or re-raises cancellation."""
@@ -196,8 +199,7 @@ class Turn:
         await self._begin()
         with_tools = not self._picked_all_ran()  # a resumed turn may be past its tools
         while True:
-            await self._refilter()
-            read = await self._read(self._request(new_from, with_tools=with_tools))
+            read, with_tools = await self._next(new_from, with_tools)
             outcome = self._decide(read)
             spent = over_budget(self.setup.limits.budget, self.usage)
             if spent is not None and isinstance(outcome, RunTools | RunCode):
@@ -229,6 +231,17 @@ class Turn:
                     )
                 case _:
                     assert_never(outcome)
+
+    async def _next(self, new_from: int, with_tools: bool) -> tuple[ReadResult, bool]:
+        """The next response, and whether tools stay offered: a response that was a call to
+        a tool not offered is asked again without tools (`engine.tool_select`, rule 8)."""
+        await self._refilter()
+        read = await self._read(self._request(new_from, with_tools=with_tools))
+        if read.invented:
+            with_tools = False
+            await self._refilter()
+            read = await self._read(self._request(new_from, with_tools=False))
+        return read, with_tools
 
     async def _begin(self) -> None:
         """A new turn may first pick its tools; a resumed one goes on from its saved state,
@@ -335,6 +348,8 @@ class Turn:
             step["usage"] = read.usage
         if read.finish_reason:
             step["finish_reason"] = read.finish_reason
+        if read.invented:  # not shown, not in the output: kept here
+            step["invented"] = read.invented[:INVENTED_KEPT]
         self.steps.append(step)
         return read
 
@@ -358,6 +373,7 @@ class Turn:
             text_tools=callable_names(self._offered, request.params.get("tool_choice"))
             if setup.model.text_tool_calls and request.tools
             else (),
+            made_up_calls=self._choice is not None,
         )
         dropped = False
         emit_many, feed, acc = self.emitter.emit_many, reader.feed, reader.acc

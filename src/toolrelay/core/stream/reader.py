@@ -69,6 +69,9 @@ class ReadResult:
     error: str | None
     response_id: str | None
     truncated: bool
+    invented: str = ""
+    """With `made_up_calls`: the content, not in `output`, when it was wholly calls to
+    tools not offered (`core.text_calls.stage`, invariant 5)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -92,9 +95,12 @@ class BodyReader:
         quiet: bool = False,
         call_ids: Iterable[str] = (),
         text_tools: Collection[str] = (),
+        made_up_calls: bool = False,
     ) -> None:
         """`text_tools`: names of the offered tools whose calls written as text in the
-        content become real calls (`core.text_calls.stage`); empty: none do."""
+        content become real calls (`core.text_calls.stage`); empty: none do.
+        `made_up_calls`: content that is wholly calls to other tools goes to the result's
+        `invented`, not to its output (the caller asks again)."""
         self.format = format
         self._options: dict[str, Any] = {
             "clock": clock,
@@ -104,6 +110,7 @@ class BodyReader:
             "facts": ResponseFacts(),
         }
         self._text_tools = text_tools
+        self._made_up = made_up_calls
         self._deltas = DeltaAccumulator(tags=tags, **self._options)
         """The deltas mode's accumulator (module doc: input modes)."""
         self._events: EventAccumulator | None = None
@@ -116,7 +123,9 @@ class BodyReader:
         """Where Responses events go: the events mode's stage or accumulator."""
         if text_tools:
             reasoning = tags.reasoning if tags is not None else ()
-            self._stage = TextCallDeltas(text_tools, self._deltas, reasoning=reasoning)
+            self._stage = TextCallDeltas(
+                text_tools, self._deltas, reasoning=reasoning, made_up=made_up_calls
+            )
             self._sink = self._stage
         self._sse = SSEDecoder() if format == "sse" else None
         self._ndjson = NDJSONDecoder() if format == "ndjson" else None
@@ -205,6 +214,7 @@ class BodyReader:
             error=acc.error,
             response_id=acc.response_id,
             truncated=acc.finished and not self._ended(),
+            invented=self._stage.invented if self._stage is not None else "",
         )
 
     def _ended(self) -> bool:
@@ -320,7 +330,9 @@ class BodyReader:
                 return self._feed(error_from_payload(obj)) if obj.get("type") == "error" else []
             events = self._events = EventAccumulator(**self._options)
             if self._text_tools:
-                events = self._stage = TextCallEvents(self._text_tools, events)
+                events = self._stage = TextCallEvents(
+                    self._text_tools, events, made_up=self._made_up
+                )
             self._event_sink = events
             self._sink = _ResponsesOnly(self._events)
         return events.feed_event(obj, owned=owned)

@@ -18,7 +18,9 @@ What counts (after leading whitespace; only whitespace between and after):
   (a closing fence or tag may be missing at the very end);
 - `functions.X:{...}` (Kimi's form; an index such as `functions.X:0` may
   stand before the arguments object);
-- X must be the name of a tool offered in this request.
+- X must be the name of a tool offered in this request (`ANY_NAME` instead of
+  the offered names accepts any name: how `core.text_calls.recogniser` tells a
+  call to a made-up tool from text).
 
 Anything else is text: prose around JSON, JSON that is not a call, a call to
 a tool nobody offered. A leading reasoning block (`<think>…</think>`, the
@@ -31,10 +33,19 @@ back, while the content streams, only what could still become a call.
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Final
 
-__all__ = ["FENCE_LANGS", "MAX_CALL_CHARS", "TextCall", "callable_names", "parse_text_calls"]
+__all__ = [
+    "ANY_NAME",
+    "FENCE_LANGS",
+    "MAX_CALL_CHARS",
+    "AnyName",
+    "TextCall",
+    "callable_names",
+    "parse_text_calls",
+]
 
 MAX_CALL_CHARS = 256 * 1024
 """Longer content is text: holding it back any longer would stall a real answer."""
@@ -51,6 +62,22 @@ WS = frozenset(" \t\r\n")
 LANG_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_")
 NAME_CHARS = LANG_CHARS | frozenset("0123456789-.")
 DIGITS = frozenset("0123456789")
+
+
+class AnyName:
+    """Stands for the offered names where any tool name counts: a name of `NAME_CHARS`."""
+
+    __slots__ = ()
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and bool(name) and all(c in NAME_CHARS for c in name)
+
+    def could_start(self, prefix: str) -> bool:
+        """Some name starts with `prefix` (the streaming check)."""
+        return all(c in NAME_CHARS for c in prefix)
+
+
+ANY_NAME: Final = AnyName()
 
 
 def _no_constant(name: str) -> object:
@@ -88,7 +115,7 @@ def callable_names(tools: Iterable[str], tool_choice: object = None) -> frozense
     return offered
 
 
-def parse_text_calls(text: str, tools: Collection[str]) -> list[TextCall] | None:
+def parse_text_calls(text: str, tools: Container[str]) -> list[TextCall] | None:
     """The calls `text` consists of (module doc), or None when it is text."""
     if len(text) > MAX_CALL_CHARS:
         return None
@@ -110,7 +137,7 @@ def _skip_ws(text: str, i: int) -> int:
     return i
 
 
-def _block(text: str, i: int, tools: Collection[str], calls: list[TextCall]) -> int:
+def _block(text: str, i: int, tools: Container[str], calls: list[TextCall]) -> int:
     """One block at `text[i]`; the index after it, or -1 when it is not a call block."""
     if text.startswith(FENCE, i):
         j = i + len(FENCE)
@@ -127,7 +154,7 @@ def _block(text: str, i: int, tools: Collection[str], calls: list[TextCall]) -> 
     return _values(text, i, tools, calls)
 
 
-def _wrapped(text: str, i: int, closer: str, tools: Collection[str], calls: list[TextCall]) -> int:
+def _wrapped(text: str, i: int, closer: str, tools: Container[str], calls: list[TextCall]) -> int:
     """Call values up to `closer` (or to the end of the text)."""
     i = _skip_ws(text, i)
     found = False
@@ -142,7 +169,7 @@ def _wrapped(text: str, i: int, closer: str, tools: Collection[str], calls: list
     return i + len(closer) if i < len(text) else i
 
 
-def _values(text: str, i: int, tools: Collection[str], calls: list[TextCall]) -> int:
+def _values(text: str, i: int, tools: Container[str], calls: list[TextCall]) -> int:
     """A call object or a non-empty list of them at `text[i]`."""
     if i >= len(text) or text[i] not in "{[":
         return -1
@@ -161,7 +188,7 @@ def _values(text: str, i: int, tools: Collection[str], calls: list[TextCall]) ->
     return int(end)
 
 
-def _call(value: object, tools: Collection[str]) -> TextCall | None:
+def _call(value: object, tools: Container[str]) -> TextCall | None:
     """A call object's name and arguments, when it is one to an offered tool."""
     if not isinstance(value, dict) or not value.keys() <= CALL_KEYS:
         return None
@@ -188,7 +215,7 @@ def _arguments(value: object) -> str | None:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-def _function(text: str, i: int, tools: Collection[str], calls: list[TextCall]) -> int:
+def _function(text: str, i: int, tools: Container[str], calls: list[TextCall]) -> int:
     """`functions.NAME:` [index] then an arguments object."""
     j = i
     while j < len(text) and text[j] in NAME_CHARS:

@@ -15,6 +15,10 @@ at the end it decides on what it held with `parse_text_calls`. Invariants
    made from it) is exactly the content.
 4. Held text is kept as its pieces and joined once: holding costs the same
    per chunk however much is held.
+5. With `made_up=True`, a call to any name is held like a call to an offered
+   tool; content that is wholly such calls (and no call to an offered tool) is
+   kept in `invented` instead of being returned by `finish` (nothing is lost:
+   the caller decides what to do with it, `engine.tool_select` rule 8).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import re
 from collections.abc import Callable, Collection, Sequence
 
 from toolrelay.core.text_calls.parse import (
+    ANY_NAME,
     CALL_KEYS,
     DIGITS,
     FENCE,
@@ -34,6 +39,7 @@ from toolrelay.core.text_calls.parse import (
     TAG_CLOSE,
     TAG_OPEN,
     WS,
+    AnyName,
     TextCall,
     parse_text_calls,
 )
@@ -60,7 +66,9 @@ class TextCallRecogniser:
         "_json",
         "_lit",
         "_lit_at",
+        "_made_up",
         "_name",
+        "_names",
         "_openers",
         "_parts",
         "_size",
@@ -69,13 +77,23 @@ class TextCallRecogniser:
         "_tail",
         "_think_end",
         "_tools",
+        "invented",
         "passing",
     )
 
     def __init__(
-        self, tools: Collection[str], *, reasoning: Sequence[tuple[str, str]] = ()
+        self,
+        tools: Collection[str],
+        *,
+        reasoning: Sequence[tuple[str, str]] = (),
+        made_up: bool = False,
     ) -> None:
         self._tools = frozenset(tools)
+        self._made_up = made_up and bool(self._tools)
+        self._names: frozenset[str] | AnyName = ANY_NAME if self._made_up else self._tools
+        """The names the streaming check lets a call have (invariant 5)."""
+        self.invented = ""
+        """After `finish`: the content, when it was wholly calls to tools not offered."""
         self._openers = dict(reasoning)
         """Leading reasoning blocks passed through: opening tag -> closing tag."""
         self.passing = not self._tools
@@ -87,7 +105,7 @@ class TextCallRecogniser:
         """Inside a leading reasoning block: its closing tag."""
         self._tail = ""
         """Inside that block: the end of the text, when it may start the closing tag."""
-        self._json = _JsonCheck(self._tools)
+        self._json = _JsonCheck(self._names)
         self._restart()
 
     def _restart(self) -> None:
@@ -130,6 +148,15 @@ class TextCallRecogniser:
         """End of content: the held text, or the calls it makes (then the text is "")."""
         held = self._take()
         calls = None if self.passing else parse_text_calls(held, self._tools)
+        if (
+            calls is None
+            and self._made_up
+            and not self.passing
+            and parse_text_calls(held, ANY_NAME)
+        ):
+            self.give_up()
+            self.invented = held  # invariant 5
+            return "", []
         held += self.give_up()  # the end of a reasoning block left open
         return ("", calls) if calls else (held, [])
 
@@ -241,8 +268,8 @@ class TextCallRecogniser:
         if ch in NAME_CHARS:
             self._name += ch
             name = self._name
-            return any(t.startswith(name) for t in self._tools)
-        if ch != ":" or self._name not in self._tools:
+            return _could_start(self._names, name)
+        if ch != ":" or self._name not in self._names:
             return False
         self._name, self._step = "", self._findex
         return True
@@ -275,6 +302,13 @@ def _partial_suffix(text: str, end: str) -> int:
     return 0
 
 
+def _could_start(names: frozenset[str] | AnyName, prefix: str) -> bool:
+    """Some name in `names` starts with `prefix`."""
+    if isinstance(names, AnyName):
+        return names.could_start(prefix)
+    return any(t.startswith(prefix) for t in names)
+
+
 class _JsonCheck:
     """Brackets, strings and call-object keys of one JSON value, a character at a time.
 
@@ -295,7 +329,7 @@ class _JsonCheck:
         "closed",
     )
 
-    def __init__(self, tools: frozenset[str]) -> None:
+    def __init__(self, tools: frozenset[str] | AnyName) -> None:
         self._tools = tools
         self._stack: list[str] = []
         self._call_depth = 0
@@ -382,7 +416,7 @@ class _JsonCheck:
             self._buf += ch
             if self._collect == "name":
                 buf = self._buf
-                return any(t.startswith(buf) for t in self._tools)
+                return _could_start(self._tools, buf)
             return len(self._buf) <= 10  # the longest call key, "parameters"
         self._str = False
         collected, self._collect = self._collect, None

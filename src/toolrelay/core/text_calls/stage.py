@@ -31,6 +31,9 @@ Invariants, in both modes:
 4. Once the content is known to be text, the stage's entry points are the
    accumulator's own bound methods (`_pass_from_now`): plain text costs one
    check per response, and nothing per piece after it.
+5. With `made_up=True`, content that is wholly calls to tools not offered goes
+   on as nothing: it is kept in `invented` for the caller, which asks again
+   (`engine.tool_select`, rule 8). Without it, such content is text.
 """
 
 from __future__ import annotations
@@ -60,9 +63,10 @@ class TextCallDeltas:
         acc: DeltaAccumulator,
         *,
         reasoning: Sequence[tuple[str, str]] = (),
+        made_up: bool = False,
     ) -> None:
         self._acc = acc
-        self._recogniser = TextCallRecogniser(tools, reasoning=reasoning)
+        self._recogniser = TextCallRecogniser(tools, reasoning=reasoning, made_up=made_up)
         # the `DeltaSink` lanes; the accumulator's own once the content is text (inv. 4)
         self.text: _Lane = self._text
         self.reasoning: _Lane = acc.reasoning
@@ -75,6 +79,11 @@ class TextCallDeltas:
     def holding(self) -> bool:
         """Content is held back (it may be a call): the body has said something already."""
         return self._recogniser.holding
+
+    @property
+    def invented(self) -> str:
+        """After `finish`: the content, when it was wholly calls to tools not offered."""
+        return self._recogniser.invented
 
     def _pass_from_now(self) -> None:
         acc = self._acc
@@ -137,9 +146,11 @@ _EventLane = Callable[[dict[str, Any], Any, list[Event], bool], None]
 class TextCallEvents:
     """The Responses events mode: `feed_event_into` in front of `acc` (module doc)."""
 
-    def __init__(self, tools: Collection[str], acc: EventAccumulator) -> None:
+    def __init__(
+        self, tools: Collection[str], acc: EventAccumulator, *, made_up: bool = False
+    ) -> None:
         self._acc = acc
-        self._recogniser = TextCallRecogniser(tools)
+        self._recogniser = TextCallRecogniser(tools, made_up=made_up)
         self._held: list[dict[str, Any]] = []
         """The message's events, each owned (a copy when the caller keeps its own)."""
         self._message: int | None = None
@@ -149,6 +160,11 @@ class TextCallEvents:
         """`EventAccumulator.feed_event_into`, through the stage until it is decided."""
         if self._recogniser.passing:
             self._pass_from_now()
+
+    @property
+    def invented(self) -> str:
+        """After the end: the message's text, when it was wholly calls to tools not offered."""
+        return self._recogniser.invented
 
     def _pass_from_now(self) -> None:
         self.feed_event_into = self._acc.feed_event_into
@@ -211,7 +227,12 @@ class TextCallEvents:
     def _decide(self, out: list[Event], completed: dict[str, Any] | None, owned: bool) -> None:
         """The response completed: the held message is text, or the calls it makes."""
         _text, calls = self._recogniser.finish()  # with calls, the text is ""
-        if not calls or self._message is None:
+        if self._recogniser.invented:  # invariant 5: the message goes nowhere
+            self._held = []
+            self._pass_from_now()
+            if completed is not None:
+                completed, owned = _without_output(completed), True
+        elif not calls or self._message is None:
             self._release(out)
         else:
             self._held = []
