@@ -13,9 +13,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.core.test_replay_fixtures import mask
+from tests.core.text_calls.test_fixtures import CASES, FIXTURES, offered, summary
 from tests.core.text_calls.test_parse import PROPERTY, TOOLS, call_texts, cuts_of, near_misses
 from toolrelay.core import events as ev
 from toolrelay.core.events import Event
+from toolrelay.core.formats.content import detect_format
 from toolrelay.core.stream.reader import BodyReader, ReadResult
 from toolrelay.core.stream.think_tags import DEFAULT_REASONING_TAGS
 from toolrelay.core.text_calls.parse import ANY_NAME, TextCall, parse_text_calls
@@ -56,7 +59,14 @@ def test_a_call_to_a_tool_not_offered_is_never_shown_and_goes_to_invented(text: 
 
 @pytest.mark.parametrize(
     "text",
-    ["Hello!", '{"city": "Paris"}', '{"name": "say hi"}', SAY_HI + " Done.", "Sure: " + SAY_HI],
+    [
+        "Hello!",
+        '{"city": "Paris"}',
+        '{"name": " ", "arguments": {}}',
+        '{"name": "Ann", "age": 30}',
+        SAY_HI + " Done.",
+        "Sure: " + SAY_HI,
+    ],
 )
 def test_what_is_no_call_at_all_stays_text(text: str) -> None:
     released, rest, calls, invented = run(text)
@@ -154,3 +164,35 @@ def test_reasoning_before_the_made_up_call_stays_in_the_output() -> None:
     result, shown = read(body)
     assert [i["type"] for i in result.output] == ["reasoning"]
     assert (result.invented, shown) == (SAY_HI, "")
+
+
+MADE_UP = {"qwen-made-up-tool.sse", "qwen-made-up-tool.json"}
+"""The recorded bodies that are a call to a tool nobody offered (`say_hello`, `cat joke`)."""
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_recorded_bodies(case: str) -> None:
+    """The real model's bodies with the option on: the two made-up calls go to `invented`
+    (their text is the hand-checked visible text of `test_fixtures.CASES`), every other body
+    reads exactly as without the option, whole and cut every 5 bytes."""
+    body = (FIXTURES / case).read_bytes()
+    without = BodyReader(detect_format(body), text_tools=offered(case))
+    without.feed(body)
+    without.finish()
+    for step in (len(body), 5):
+        reader = BodyReader(detect_format(body), text_tools=offered(case), made_up_calls=True)
+        shown = ""
+        for at in range(0, len(body), step):
+            shown += "".join(
+                e.data["delta"]
+                for e in reader.feed(body[at : at + step])
+                if e.type == ev.OUTPUT_TEXT_DELTA
+            )
+        shown += "".join(e.data["delta"] for e in reader.finish() if e.type == ev.OUTPUT_TEXT_DELTA)
+        result = reader.result()
+        if case in MADE_UP:
+            assert (result.invented, result.output, shown) == (CASES[case][1], [], "")
+        else:
+            assert result.invented == ""
+            assert mask(result.to_dict()) == mask(without.result().to_dict())
+            assert summary(mask(result.to_dict()))[0] == CASES[case][0]
