@@ -3,6 +3,8 @@
 Behaves like `SQLStore` (same errors, ordering, isolation and validation) but
 keeps everything in dicts and forgets it on exit. Records are frozen and JSON
 values are copied in and out, so callers can never mutate stored state.
+Users and keys (`memory_users`) and turn runs (`memory_runs`) are mixins, as
+`SQLStore`'s parts are; the dicts they all share are made here.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from toolrelay.adapters.stores import (
@@ -23,18 +25,14 @@ from toolrelay.adapters.stores import (
     StoredMessage,
     TurnRun,
     User,
-    generate_key,
-    hash_key,
     history_messages,
-    key_matches,
-    key_tail,
     message_content,
-    plain_json,
-    public_prefix,
     turn_fields,
     utc_now,
 )
 from toolrelay.adapters.stores.listing import ChatCursor, matches, search_terms, search_text
+from toolrelay.adapters.stores.memory_runs import MemoryRuns
+from toolrelay.adapters.stores.memory_users import MemoryUsers
 from toolrelay.adapters.stores.tree import branch_ids, newest_leaf, sibling_ids
 from toolrelay.core.ids import new_id
 from toolrelay.engine.interfaces import Message
@@ -42,7 +40,7 @@ from toolrelay.engine.interfaces import Message
 __all__ = ["MemoryStore"]
 
 
-class MemoryStore:
+class MemoryStore(MemoryUsers, MemoryRuns):
     """Dicts keyed by id; insertion order of `_messages` is creation order."""
 
     def __init__(self, *, clock: Clock = utc_now) -> None:
@@ -71,106 +69,6 @@ class MemoryStore:
 
     async def ping(self) -> None:
         return None
-
-    # users and API keys
-
-    async def create_user(self, name: str, *, is_admin: bool = False) -> User:
-        user = User(id=new_id("user"), name=name, is_admin=is_admin, created_at=self._now())
-        self._users[user.id] = user
-        return user
-
-    async def user_named(self, name: str) -> User | None:
-        """The oldest user called `name`, if any (names are not unique)."""
-        named = [u for u in self._users.values() if u.name == name]
-        return min(named, key=lambda u: u.created_at) if named else None
-
-    async def create_api_key(self, user_id: str, *, name: str = "") -> tuple[ApiKey, str]:
-        key = generate_key()
-        return await self.create_api_key_with_value(user_id, key, name=name), key
-
-    async def create_api_key_with_value(self, user_id: str, key: str, *, name: str = "") -> ApiKey:
-        if not key:
-            raise ValueError("an API key cannot be empty")
-        self._require_user(user_id)
-        digest = hash_key(key)
-        for key_id, stored in self._key_hashes.items():
-            if stored == digest:
-                existing = self._keys[key_id]
-                if existing.user_id != user_id:
-                    raise ValueError("this API key already belongs to another user")
-                return existing
-        record = ApiKey(
-            id=new_id("key"),
-            user_id=user_id,
-            name=name,
-            prefix=public_prefix(key),
-            created_at=self._now(),
-            revoked_at=None,
-            tail=key_tail(key),
-        )
-        self._keys[record.id] = record
-        self._key_hashes[record.id] = digest
-        return record
-
-    async def user_for_key(self, key: str) -> User | None:
-        if not key:
-            return None
-        found: User | None = None
-        for key_id, digest in self._key_hashes.items():  # every hash compared: no early exit
-            record = self._keys[key_id]
-            if key_matches(digest, key) and record.revoked_at is None:
-                found = self._users.get(record.user_id)
-        return found
-
-    async def user_for_key_id(self, key_id: str) -> User | None:
-        record = self._keys.get(key_id)
-        if record is None or record.revoked_at is not None:
-            return None
-        return self._users.get(record.user_id)
-
-    async def find_api_key(self, key: str) -> ApiKey | None:
-        digest = hash_key(key)
-        for key_id, stored in self._key_hashes.items():
-            if stored == digest:
-                return self._keys[key_id]
-        return None
-
-    async def list_api_keys(self, user_id: str | None = None) -> list[ApiKey]:
-        keys = [k for k in self._keys.values() if user_id is None or k.user_id == user_id]
-        return sorted(keys, key=lambda k: (k.created_at, k.id))
-
-    async def revoke_api_key(self, key_id: str) -> bool:
-        record = self._keys.get(key_id)
-        if record is None or record.revoked_at is not None:
-            return False
-        self._keys[key_id] = replace(record, revoked_at=self._now())
-        return True
-
-    async def user_for_session(self, key_id: str, session_id: str) -> User | None:
-        if session_id in self._revoked_sessions:
-            return None
-        return await self.user_for_key_id(key_id)
-
-    async def revoke_session(self, session_id: str, expires: datetime) -> None:
-        now = self._now()
-        for gone in [s for s, until in self._revoked_sessions.items() if until <= now]:
-            del self._revoked_sessions[gone]
-        self._revoked_sessions[session_id] = expires
-
-    async def get_user_valves(self, user_id: str, tool_id: str) -> dict[str, Any] | None:
-        found = self._user_valves.get((user_id, tool_id))
-        return None if found is None else dict(found)
-
-    async def set_user_valves(self, user_id: str, tool_id: str, values: Mapping[str, Any]) -> None:
-        if user_id not in self._users:
-            raise NotFoundError(f"user {user_id!r} not found")
-        self._user_valves[(user_id, tool_id)] = dict(values)
-
-    async def count_users(self) -> int:
-        return len(self._users)
-
-    async def list_users(self) -> list[User]:
-        return sorted(self._users.values(), key=lambda u: (u.created_at, u.id))
 
     # chats
 
@@ -428,81 +326,6 @@ class MemoryStore:
             and (chat_id is None or m.chat_id == chat_id)
         ]
 
-    async def start_run(
-        self,
-        chat_id: str,
-        message_id: str,
-        *,
-        owner: str,
-        request: Mapping[str, Any],
-        lease: float | None = None,
-    ) -> bool:
-        if chat_id not in self._chats:
-            raise NotFoundError(f"chat {chat_id!r} not found")
-        now = self._now()
-        if lease is not None and any(
-            r.chat_id == chat_id and _held(r, owner, now) for r in self._runs.values()
-        ):
-            return False
-        until = None if lease is None else now + timedelta(seconds=lease)
-        self._runs[message_id] = TurnRun(
-            message_id, chat_id, owner, "running", 0, plain_json(request), None, now, until
-        )
-        return True
-
-    async def save_run_state(self, message_id: str, state: Mapping[str, Any]) -> bool:
-        run = self._runs.get(message_id)
-        if run is None:
-            return False
-        self._runs[message_id] = replace(run, state=plain_json(state), updated_at=self._now())
-        return True
-
-    async def claim_run(
-        self, message_id: str, *, owner: str, resumed: bool = True, lease: float | None = None
-    ) -> TurnRun | None:
-        run = self._runs.get(message_id)
-        now = self._now()
-        if run is None or (lease is not None and _held(run, owner, now)):
-            return None
-        resumes = run.resumes + 1 if resumed else run.resumes
-        until = run.lease_until if lease is None else now + timedelta(seconds=lease)
-        run = replace(
-            run, owner=owner, status="running", resumes=resumes, updated_at=now, lease_until=until
-        )
-        self._runs[message_id] = run
-        return copy.deepcopy(run)
-
-    async def renew_run(self, message_id: str, *, owner: str, lease: float) -> bool:
-        run = self._runs.get(message_id)
-        if run is None or run.owner != owner or run.status != "running":
-            return False
-        until = self._now() + timedelta(seconds=lease)
-        self._runs[message_id] = replace(run, lease_until=until)
-        return True
-
-    async def pause_run(self, message_id: str) -> bool:
-        run = self._runs.get(message_id)
-        if run is None:
-            return False
-        self._runs[message_id] = replace(
-            run, status="paused", updated_at=self._now(), lease_until=None
-        )
-        return True
-
-    async def end_run(self, message_id: str) -> None:
-        self._runs.pop(message_id, None)
-
-    async def list_runs(
-        self, *, chat_id: str | None = None, owner: str | None = None
-    ) -> list[TurnRun]:
-        return [
-            copy.deepcopy(r)
-            for r in self._runs.values()
-            if r.chat_id in self._chats
-            and (chat_id is None or r.chat_id == chat_id)
-            and (owner is None or r.owner == owner)
-        ]
-
     async def get_messages(
         self, chat_id: str, *, before: str | None = None, limit: int | None = None
     ) -> list[StoredMessage]:
@@ -528,25 +351,11 @@ class MemoryStore:
 
     # helpers
 
-    def _require_user(self, user_id: str) -> None:
-        if user_id not in self._users:
-            raise NotFoundError(f"user {user_id!r} not found")
-
     def _chat(self, chat_id: str) -> Chat:
         chat = self._chats.get(chat_id)
         if chat is None:
             raise NotFoundError(f"chat {chat_id!r} not found")
         return chat
-
-
-def _held(run: TurnRun, owner: str, now: datetime) -> bool:
-    """Whether another owner holds a live lease on `run` (`SQLStore`'s `_free`, negated)."""
-    return (
-        run.status == "running"
-        and run.owner != owner
-        and run.lease_until is not None
-        and run.lease_until > now
-    )
 
 
 def _key(chat: Chat) -> tuple[datetime, datetime, str]:
