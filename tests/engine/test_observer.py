@@ -118,7 +118,7 @@ async def test_without_an_observer_no_record_is_built(monkeypatch: pytest.Monkey
     def never(*args: object, **kwargs: object) -> None:
         raise AssertionError("a hook record was built with no observer")
 
-    monkeypatch.setattr("toolrelay.engine.loop.ModelCall", never)
+    monkeypatch.setattr("toolrelay.engine.turn_core.ModelCall", never)
     monkeypatch.setattr("toolrelay.engine.loop.TurnStart", never)
     monkeypatch.setattr("toolrelay.engine.tool_runner.ToolCall", never)
     model = ScriptedModel(reply(calls=[("add", {"a": 1, "b": 2})]), reply("3"))

@@ -55,5 +55,7 @@ def test_importing_the_engine_loads_no_io_library() -> None:
 
 
 def test_the_finisher_and_the_loop_do_not_import_each_other() -> None:
-    assert "toolrelay.engine.loop" not in imported_names(ENGINE / "finish.py")
-    assert "toolrelay.engine.finish" in imported_names(ENGINE / "loop.py")
+    finisher = imported_names(ENGINE / "finish.py")
+    assert "toolrelay.engine.loop" not in finisher
+    assert "toolrelay.engine.turn_core" not in finisher
+    assert "toolrelay.engine.finish" in imported_names(ENGINE / "turn_core.py")

@@ -1,7 +1,7 @@
 """Engine wiring that other tests passed without (issue 30 item 7): each test here was
 seen to fail with the wiring it names removed.
 
-- `Turn._read_body` hands the reader the ids the conversation already holds
+- `ResponseReading.read` (`engine.response_read`) hands the reader the ids the conversation already holds
   (`call_ids=…`): without it a call reusing a history id keeps it.
 - Parallel tool calls run at most `RunLimits.max_concurrency` at a time.
 (The shield around a cancelled turn's save: `test_loop.py`'s

@@ -1,7 +1,8 @@
 """run_turn(): stream → accumulate → decide → run tools → repeat (SPEC R7, R12–R22).
 
-The loop is a short `match` over the pure decision in `core.turn.decide`; reading
-a response, running a batch and finishing are separate units. Invariants:
+The loop is a short `match` over the pure decision in `core.turn.decide`; the turn's
+state, its requests, reads, checkpoints and its end live in `engine.turn_core`, reading
+one body in `engine.response_read`, running a batch in `engine.tool_runner`. Invariants:
 
 1. Every event goes out through the coalescer, in order.
 2. The turn is saved at the end, also when it fails or is cancelled (the
@@ -17,25 +18,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, assert_never, cast
 
 from toolrelay.core import events as ev
-from toolrelay.core.events import Event
-from toolrelay.core.formats.transcript import ChatReplay, used_call_ids
 from toolrelay.core.items import (
     CodeInterpreterItem,
     FunctionCallItem,
-    Item,
     is_call,
-    is_call_output,
     updated,
 )
-from toolrelay.core.prompt.rag import inject, take_snapshot
-from toolrelay.core.stream.deltas import ErrorDelta
-from toolrelay.core.stream.reader import BodyReader, ReadResult
-from toolrelay.core.text_calls.parse import callable_names
-from toolrelay.core.turn.budget import over_budget, turn_cost
+from toolrelay.core.stream.reader import ReadResult
+from toolrelay.core.turn.budget import over_budget
 from toolrelay.core.turn.decide import (
     Capped,
     Failed,
@@ -48,118 +42,34 @@ from toolrelay.core.turn.decide import (
     decide,
 )
 from toolrelay.core.turn.status import TurnStatus
-from toolrelay.core.turn.usage import merge_usage
 from toolrelay.engine.checkpoint import (
-    Saver,
     TurnPaused,
     TurnState,
     ordered_outputs,
     plan_resume,
 )
-from toolrelay.engine.coalesce import Coalescer
-from toolrelay.engine.context_fit import ContextFit
-from toolrelay.engine.continuation import joined
-from toolrelay.engine.finish import RunResult, TurnEnd
-from toolrelay.engine.interfaces import Message, ModelRequest, ModelStream, Tool
+from toolrelay.engine.finish import RunResult
+from toolrelay.engine.interfaces import Tool
 from toolrelay.engine.interpreter import (
-    CodeBudget,
     CodeJob,
     code_output,
     code_session,
-    without_code_images,
 )
-from toolrelay.engine.observer import ModelCall, TurnObserver, TurnStart, TurnSummary
-from toolrelay.engine.setup import TurnSetup
-from toolrelay.engine.text_call_rounds import answered_again, text_call_request
-from toolrelay.engine.tool_runner import BatchOutcome, RepeatsStopped, ToolEnv, run_batch
+from toolrelay.engine.observer import TurnStart
+from toolrelay.engine.response_read import error_event
+from toolrelay.engine.text_call_rounds import answered_again
+from toolrelay.engine.tool_runner import BatchOutcome, RepeatsStopped, run_batch
 from toolrelay.engine.tool_select import (
-    all_picked_ran,
-    calling_params,
     not_started,
-    only,
     select_tools,
 )
-from toolrelay.errors import ProviderError
+from toolrelay.engine.turn_core import TurnCore
 
 log = logging.getLogger(__name__)
 
-INVENTED_KEPT = 2000
-"""Characters of a call to a made-up tool kept in the turn's steps (it is never shown)."""
 
-
-class Turn:
+class Turn(TurnCore):
     """One assistant turn; `run()` returns its result or re-raises cancellation."""
-
-    def __init__(self, setup: TurnSetup) -> None:
-        self.setup = setup
-        self.messages = setup.messages
-        """The history the model reads; the inlets may make it anew per model call."""
-        self.output: list[Item] = []
-        self.usage: dict[str, Any] = {}
-        self.iterations = 0
-        self.code_budget = setup.code.budget or CodeBudget(setup.limits.interpreter_retries)
-        self.response_id: str | None = None
-        self.finish_reason: str | None = None
-        self.sources: list[dict[str, Any]] = []
-        self._reader: BodyReader | None = None
-        self._finishing = False
-        """Set once the finisher runs: a failure there (the save) is its caller's to report."""
-        self._started = setup.clock()
-        self.steps: list[dict[str, Any]] = []
-        """Per model call and tool batch: what it took (saved in the turn's timings)."""
-        limits = setup.limits
-        self.emitter = Coalescer(
-            setup.sink, window=limits.coalesce_ms / 1000, max_chunks=limits.coalesce_chunks
-        )
-        tools = setup.tools
-        self.tool_env = ToolEnv(
-            tools.tools,
-            limits,
-            tools.context,
-            self._emit_tool,
-            tools.pending,
-            quiet=self.emitter.quiet,
-        )
-        self._tool_specs = (
-            [t.spec.openai_spec() for t in tools.tools.values()]
-            if tools.specs is None
-            else tools.specs
-        )
-        self._offered: Collection[str] = tools.tools.keys()
-        """Names a call written as text may use: every tool, or the selection's."""
-        self._choice: list[str] | None = None
-        """The tools the selection step chose (`engine.tool_select`); None: no choice."""
-        self._replay = ChatReplay()
-        model = setup.model
-        self._fit = (
-            ContextFit(model.context_tokens, specs=self._tool_specs, params=model.params)
-            if model.context_tokens
-            else None
-        )
-        request = setup.request
-        self._rag = take_snapshot(self.messages, request.sources) if request.sources else None
-        self._deferred = frozenset(request.deferred)
-        self._continues = request.continues
-        """The cut message item the first response goes on writing (`engine.continuation`)."""
-        self.watch: TurnObserver | None = None
-        self._ids_of: Sequence[Message] | None = None
-        self._history_ids: set[str] = set()
-        self._output_ids: set[str] = set()
-        self._ids_seen = 0
-        checkpoints = request.checkpoints
-        self._saver = Saver(checkpoints) if checkpoints is not None else None
-        self._batch = TurnState()
-        """The running batch's call ids and finished results (only `running`, `results`)."""
-        if self._saver is not None:
-            self.tool_env.on_started = self._call_started
-            self.tool_env.on_finished = self._call_finished
-            self.tool_env.pausable = request.pause
-        if request.resume is not None:
-            state = request.resume
-            self.output, self.usage = list(state.output), dict(state.usage)
-            self.iterations, self.steps = state.iterations, list(state.steps)
-            if state.picked is not None:  # the step's choice, kept with the turn
-                self._offer_only(state.picked)
 
     async def run(self) -> RunResult:
         observer = self.setup.observer
@@ -270,14 +180,6 @@ class Turn:
         step = {"step": "select_tools", "s": round(setup.clock() - start, 4)}
         self.steps.append({**step, "tools": chosen.names, "fallback": chosen.fallback})
 
-    def _offer_only(self, names: Sequence[str]) -> None:
-        self._choice = list(names)
-        self._tool_specs, self._offered = only(self._tool_specs, names), frozenset(names)
-
-    def _picked_all_ran(self) -> bool:
-        """Every tool the selection step picked has a result this turn: ask for the answer."""
-        return self._choice is not None and all_picked_ran(self._choice, self.output)
-
     async def _refilter(self) -> None:
         """Inlets on each later model call (`Relay`'s `_Inlets`): from the client's history."""
         refilter = self.setup.refilter
@@ -302,138 +204,6 @@ class Turn:
             )
         )
 
-    def _request(self, new_from: int, *, with_tools: bool = True) -> ModelRequest:
-        """The next request. It always names the previous response of this turn: a stateful
-        client continues from it (R14), any other ignores it (the flag lives on the client)."""
-        model = self.setup.model
-        messages = self.messages
-        if self.sources and self._rag is None:  # tool citations: re-inject them as markers (R11)
-            self._rag = take_snapshot(messages, ())
-        if self._rag is not None:
-            messages = inject(messages, self._rag, tool_sources=self.sources)
-        if self._fit is not None:
-            messages = self._fit.fit(messages, self.output)
-        continues = with_tools and self.response_id is not None
-        calling = with_tools and self._choice is not None and bool(self._tool_specs)
-        request = ModelRequest(
-            messages=messages,
-            output=list(self.output),
-            tools=self._tool_specs if with_tools else [],
-            params=calling_params(model.params) if calling else model.params,
-            previous_response_id=self.response_id if continues else None,
-            new_items_from=new_from if continues else 0,
-            replay=self._replay,
-        )
-        return text_call_request(request) if model.text_tool_calls else request
-
-    async def _read(self, request: ModelRequest) -> ReadResult:
-        """Read one response to its end; faults become the result's error."""
-        trimmed = self._fit.event() if self._fit is not None else None
-        if trimmed is not None:  # what the request's history lost to the context
-            await self.emitter.emit(trimmed)
-        start = self.setup.clock()
-        if self.watch is None:
-            read = await self._read_body(request, None)
-        else:
-            call = ModelCall(self.iterations)
-            with self.watch.model_call(call):
-                read = await self._read_body(request, call)
-                call.error, call.usage, call.finish_reason = (
-                    read.error,
-                    read.usage,
-                    read.finish_reason,
-                )
-        step: dict[str, Any] = {"step": "model", "s": round(self.setup.clock() - start, 4)}
-        if read.usage:
-            step["usage"] = read.usage
-        if read.finish_reason:
-            step["finish_reason"] = read.finish_reason
-        if read.invented:  # not shown, not in the output: kept here
-            step["invented"] = read.invented[:INVENTED_KEPT]
-        self.steps.append(step)
-        return read
-
-    async def _read_body(self, request: ModelRequest, call: ModelCall | None) -> ReadResult:
-        setup = self.setup
-        opened = setup.clock() if call is not None else 0.0
-        try:
-            stream = await setup.client.open(request)
-        except ProviderError as exc:
-            await self.emitter.emit(_error_event(exc.message))
-            return ReadResult([], None, None, exc.message, None, True)
-        if call is not None:
-            call.ttfb_s = setup.clock() - opened
-        reader = self._reader = BodyReader(
-            stream.format,
-            tags=setup.model.tags,
-            clock=setup.clock,
-            offset=len(self.output),
-            quiet=self.emitter.quiet,
-            call_ids=self._used_call_ids(request.messages),
-            text_tools=callable_names(self._offered, request.params.get("tool_choice"))
-            if setup.model.text_tool_calls and request.tools
-            else (),
-            made_up_calls=self._choice is not None,
-        )
-        dropped = False
-        emit_many, feed, acc = self.emitter.emit_many, reader.feed, reader.acc
-        quiet, runs_code = self.emitter.quiet, setup.code.runner is not None
-        try:
-            async for chunk in stream:
-                events = feed(chunk)
-                if events and not quiet:
-                    await emit_many(events)
-                if runs_code and acc.code_closed:
-                    reader.stop()  # run the block now; the rest of the stream is not read
-                    break
-                if reader.stopped:
-                    await _read_end(stream)
-                    break
-        except ProviderError as exc:
-            dropped = True
-            await self.emitter.emit_many(reader.acc.feed(ErrorDelta(exc.message)))
-        finally:
-            await stream.aclose()
-        await self.emitter.emit_many(reader.finish(dropped=dropped))
-        self._reader = None
-        return self._absorb(reader.result())
-
-    def _used_call_ids(self, messages: Sequence[Message]) -> set[str]:
-        """`used_call_ids(messages, self.output)`, kept up to date instead of made anew per
-        model call (the scan grew with every round): the history's ids once per messages
-        object, the output's as items are added (a replaced item keeps its call id)."""
-        if messages is not self._ids_of:
-            self._ids_of, self._history_ids = messages, used_call_ids(messages, ())
-        output, ids = self.output, self._output_ids
-        for item in output[self._ids_seen :]:
-            call_id = item.get("call_id") if isinstance(item, Mapping) else None
-            if isinstance(call_id, str) and call_id:
-                ids.add(call_id)
-        self._ids_seen = len(output)
-        return self._history_ids | ids
-
-    def _absorb(self, read: ReadResult) -> ReadResult:
-        continues, self._continues = self._continues, None  # the first response
-        whole = joined(self.output, read.output, continues) if continues else None
-        if whole is None:
-            self.output.extend(read.output)
-        else:
-            self.output[:] = whole
-        if read.usage:
-            self.usage = merge_usage(self.usage, read.usage)
-            prices = self.setup.model.prices
-            if prices:  # the route's price table says what it cost
-                self.usage["cost"] = turn_cost(self.usage, prices)
-        if read.response_id:
-            self.response_id = read.response_id
-        self.finish_reason = read.finish_reason
-        return read
-
-    async def _emit_tool(self, event: Event) -> None:
-        if event.type == ev.SOURCE:
-            self.sources.append(event.data)
-        await self.emitter.emit(event)
-
     async def _run_tools(self, calls: Sequence[FunctionCallItem]) -> BatchOutcome:
         self.iterations += 1
         start = self.setup.clock()
@@ -452,39 +222,6 @@ class Turn:
         self.output.extend(batch.outputs)
         self.output.extend(batch.text)  # what the tools wrote (`engine.tool_events`)
         return batch.outcome
-
-    async def _checkpoint(self) -> None:
-        if self._saver is not None:
-            batch = self._batch
-            state = TurnState(
-                self.output,
-                self.usage,
-                self.iterations,
-                self.steps,
-                batch.running,
-                batch.results,
-                batch.waiting,
-                picked=self._choice,
-            )
-            await self._saver.save(state)
-
-    async def _pause(self, done: Sequence[Item]) -> None:
-        """Save the batch's results and the calls left waiting, then stop (`TurnPaused`)."""
-        waiting, self.tool_env.waiting = dict(self.tool_env.waiting), {}
-        results = {o["call_id"]: o for o in done if is_call_output(o)}
-        self._batch = TurnState(results=results, waiting=waiting)
-        await self._checkpoint()
-        await self.emitter.flush()
-        raise TurnPaused(waiting)
-
-    async def _call_started(self, call_id: str) -> None:
-        self._batch.running = [*self._batch.running, call_id]
-        await self._checkpoint()
-
-    async def _call_finished(self, output: Item) -> None:
-        if is_call_output(output):
-            self._batch.results = {**self._batch.results, output["call_id"]: output}
-            await self._checkpoint()
 
     async def _resume(self, state: TurnState) -> None:
         """Go on from a checkpoint: clients get its output, the calls it left unanswered
@@ -561,7 +298,7 @@ class Turn:
         self.output = [
             updated(i, status="incomplete") if i.get("id") in ids else i for i in self.output
         ]
-        await self.emitter.emit(_error_event(error))
+        await self.emitter.emit(error_event(error))
         return await self._finish(TurnStatus.CAPPED, error)
 
     async def _capped(self, calls: Sequence[FunctionCallItem]) -> RunResult:
@@ -576,83 +313,8 @@ class Turn:
                 TurnStatus.CAPPED, read.error, note=f"capped after {cap} tool rounds"
             )
         error = f"Tool-call limit reached: stopped after {cap} rounds of tool calls."
-        await self.emitter.emit(_error_event(error))
+        await self.emitter.emit(error_event(error))
         return await self._finish(TurnStatus.CAPPED, error)
-
-    async def _finish(
-        self,
-        status: TurnStatus,
-        error: str | None,
-        *,
-        finish_reason: str | None = None,
-        note: str | None = None,
-    ) -> RunResult:
-        self._finishing = True
-        await self.emitter.flush()
-        timings: dict[str, Any] = {
-            "total_s": round(self.setup.clock() - self._started, 4),
-            "steps": self.steps,
-        }
-        if note:
-            timings["note"] = note
-        if self.watch is not None:
-            reason = finish_reason or self.finish_reason
-            self.watch.finished(self._summary(status, error, timings["total_s"], reason))
-        end = TurnEnd(
-            messages=self.messages,
-            output=without_code_images(self.output),
-            usage=self.usage,
-            status=status,
-            error=error,
-            finish_reason=finish_reason or self.finish_reason,
-            timings=timings,
-            quiet=self.emitter.quiet,
-            whole_outputs=self.tool_env.whole,
-        )
-        result = await self.setup.finisher.finish(end, self.emitter.emit)
-        await self.emitter.flush()
-        return result
-
-    def _summary(
-        self, status: TurnStatus, error: str | None, duration: float, reason: str | None
-    ) -> TurnSummary:
-        steps = self.steps
-        return TurnSummary(
-            status=status.value,
-            iterations=self.iterations,
-            model_calls=sum(1 for s in steps if s["step"] == "model"),
-            tool_calls=sum(s.get("calls", 0) for s in steps if s["step"] == "tools"),
-            usage=dict(self.usage),
-            duration_s=duration,
-            error=error,
-            finish_reason=reason,
-        )
-
-    async def _crashed(self, exc: Exception) -> RunResult:
-        error = f"Internal error ({type(exc).__name__}) in this turn; the server log has details."
-        self._salvage()
-        await self.emitter.emit(_error_event(error))
-        return await self._finish(TurnStatus.FAILED, error)
-
-    def _salvage(self) -> None:
-        """Keep what the open response produced so far; mark unanswered calls incomplete."""
-        reader, self._reader = self._reader, None
-        if reader is not None:
-            try:
-                reader.finish(dropped=True)
-                self.output.extend(reader.result().output)
-            except Exception:  # the reader is what broke: keep the items it had closed
-                log.exception("partial output of a crashed response lost")
-        answered = {i["call_id"] for i in self.output if is_call_output(i)}
-        self.output = [
-            updated(i, status="incomplete") if is_call(i) and i["call_id"] not in answered else i
-            for i in self.output
-        ]
-
-    async def _cancelled(self) -> None:
-        self._salvage()
-        await self.emitter.emit(ev.event(ev.CHAT_TASKS_CANCEL, {}))
-        await self._finish(TurnStatus.CANCELLED, "Cancelled.")
 
 
 async def _until_done(save: asyncio.Future[None]) -> None:
@@ -665,31 +327,7 @@ async def _until_done(save: asyncio.Future[None]) -> None:
     save.result()
 
 
-END_GRACE_S = 0.25
-"""How long the end of a body that said it was over (`[DONE]`) is waited for."""
-
-
-async def _read_end(stream: ModelStream) -> None:
-    """Read the rest of a body that said it was over: a body closed before its end costs
-    its connection (the next call opens a new one, TLS included), one read to the end
-    puts it back in the pool. A server that keeps the body open after `[DONE]` delays
-    the turn by `END_GRACE_S` at most; what it sends then is ignored. A stream with a
-    `drain(grace)` (`UpstreamBody`) does it on the timer it already has."""
-    drain = getattr(stream, "drain", None)
-    if drain is not None:
-        await drain(END_GRACE_S)
-        return
-    with contextlib.suppress(TimeoutError, ProviderError):
-        async with asyncio.timeout(END_GRACE_S):
-            async for _ in stream:
-                pass
-
-
 def _waits(tools: Mapping[str, Tool], call: FunctionCallItem) -> bool:
     """A call that does nothing before someone answers (an approval, a client)."""
     tool = tools.get(str(call.get("name") or ""))
     return tool is not None and (tool.spec.requires_approval or tool.spec.kind == "client")
-
-
-def _error_event(message: str) -> Event:
-    return ev.event(ev.CHAT_MESSAGE_ERROR, {"error": {"content": message}})
