@@ -20,7 +20,10 @@ want=$("$BIN/python" -c "import toolrelay; print(toolrelay.__version__)")
 got=$("$WORK/venv/bin/toolrelay" --version)
 [ "$got" = "toolrelay $want" ] || { echo "check_wheel: --version printed '$got', want 'toolrelay $want'" >&2; exit 1; }
 "$WORK/venv/bin/python" -c "import toolrelay, toolrelay.testing; assert toolrelay.__file__.startswith('$WORK/venv')"
-for page in index.html app.js app.css vendor-marked.js vendor-purify.js; do  # the web page ships
+# the web page ships: every file of src/toolrelay/web/static (its modules import each other)
+pages=$(cd "$ROOT/src/toolrelay/web/static" && ls)
+[ -n "$pages" ] || { echo "check_wheel: no files in src/toolrelay/web/static" >&2; exit 1; }
+for page in $pages; do
   "$WORK/venv/bin/python" -c "from importlib.resources import files; assert files('toolrelay.web').joinpath('static', '$page').is_file(), '$page'"
 done
 env -u OPENAI_BASE_URL "$WORK/venv/bin/python" "$ROOT/examples/quickstart.py" >/dev/null
