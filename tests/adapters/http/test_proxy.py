@@ -9,6 +9,7 @@ it). And the connect timeout, at the TLS handshake of a server that never speaks
 from __future__ import annotations
 
 import asyncio
+import base64
 import ssl
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -18,6 +19,7 @@ import pytest
 from tests.adapters.models.test_tls import ANSWER, REQUEST, _certificates
 from tests.patience import HANG
 from toolrelay.adapters.http import tls_context
+from toolrelay.adapters.http.env_proxy import EnvProxies, ProxyRoute
 from toolrelay.adapters.models import OpenAIChat, Retry, Timeouts
 from toolrelay.adapters.models.http import HTTPOptions
 from toolrelay.errors import ProviderError
@@ -52,16 +54,24 @@ async def _read_request(reader: asyncio.StreamReader) -> bytes:
     return head
 
 
+class Seen(list[bytes]):
+    """The request lines a proxy saw; `heads`: the whole heads."""
+
+    heads: list[bytes]
+
+
 @pytest.fixture
-async def proxy() -> AsyncIterator[tuple[str, list[bytes]]]:
+async def proxy() -> AsyncIterator[tuple[str, Seen]]:
     """(proxy URL, the request lines it saw)."""
-    seen: list[bytes] = []
+    seen = Seen()
+    seen.heads = []
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             head = await _read_request(reader)
             line = head.split(b"\r\n", 1)[0]
             seen.append(line)
+            seen.heads.append(head)
             if line.startswith(b"CONNECT "):
                 host, port = line.split()[1].decode().rsplit(":", 1)
                 up_reader, up_writer = await asyncio.open_connection(host, int(port))
@@ -123,7 +133,7 @@ async def call(base: str) -> bytes:
 
 
 async def test_https_proxy_tunnels_tls_with_connect(
-    proxy: tuple[str, list[bytes]],
+    proxy: tuple[str, Seen],
     tls_upstream: tuple[str, Path],
     clean_env: pytest.MonkeyPatch,
 ) -> None:
@@ -135,7 +145,7 @@ async def test_https_proxy_tunnels_tls_with_connect(
 
 
 async def test_http_proxy_carries_plain_requests(
-    proxy: tuple[str, list[bytes]], clean_env: pytest.MonkeyPatch
+    proxy: tuple[str, Seen], clean_env: pytest.MonkeyPatch
 ) -> None:
     proxy_url, seen = proxy
     clean_env.setenv("HTTP_PROXY", proxy_url)
@@ -144,7 +154,7 @@ async def test_http_proxy_carries_plain_requests(
 
 
 async def test_no_proxy_goes_around_it(
-    proxy: tuple[str, list[bytes]],
+    proxy: tuple[str, Seen],
     tls_upstream: tuple[str, Path],
     clean_env: pytest.MonkeyPatch,
 ) -> None:
@@ -178,3 +188,86 @@ async def test_a_tls_handshake_that_never_ends_is_a_connect_timeout() -> None:
         server.close()
         await server.wait_closed()
     assert info.value.message == "Cannot connect to the model server: no connection within 0.3 s"
+
+
+async def test_credentials_in_the_proxy_url_go_as_a_header(clean_env: pytest.MonkeyPatch) -> None:
+    """Rule 3 of `adapters.http.env_proxy`: `user:pass@` becomes `Proxy-Authorization`."""
+    heads: list[bytes] = []
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            heads.append(await _read_request(reader))
+            writer.write(_sse(PROXIED))
+            await writer.drain()
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    async with server:
+        port = server.sockets[0].getsockname()[1]
+        clean_env.setenv("HTTP_PROXY", f"http://ann:s%40cret@127.0.0.1:{port}")
+        assert await call("http://model.invalid:8000") == PROXIED
+    (head,) = heads
+    lines = head.decode().split("\r\n")
+    assert lines[0] == "POST http://model.invalid:8000/v1/chat/completions HTTP/1.1"
+    assert f"Proxy-Authorization: Basic {base64.b64encode(b'ann:s@cret').decode()}" in lines
+
+
+def test_the_proxy_is_chosen_per_scheme_and_host(clean_env: pytest.MonkeyPatch) -> None:
+    clean_env.setenv("HTTPS_PROXY", "proxy.internal:3128")
+    clean_env.setenv("NO_PROXY", ".example.com,localhost")
+    proxies = EnvProxies()
+    assert proxies.for_url("https://api.openai.com/v1") == ProxyRoute("http://proxy.internal:3128")
+    assert proxies.for_url("http://api.openai.com/v1") is None  # no HTTP_PROXY
+    assert proxies.for_url("https://api.example.com/v1") is None  # a subdomain of NO_PROXY's
+    assert proxies.for_url("https://localhost:8443/v1") is None  # with its port
+    clean_env.setenv("NO_PROXY", "*")
+    assert EnvProxies().for_url("https://api.openai.com/v1") is None
+
+
+def test_a_proxy_that_is_not_plain_http_is_ignored_and_said(
+    clean_env: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    clean_env.setenv("HTTPS_PROXY", "https://proxy.internal:3128")
+    with caplog.at_level("WARNING", logger="toolrelay.adapters.http.env_proxy"):
+        assert EnvProxies().for_url("https://api.openai.com/v1") is None
+    assert "only http:// proxies work" in caplog.text
+
+
+async def test_the_environment_is_read_when_a_client_starts(
+    proxy: tuple[str, Seen], clean_env: pytest.MonkeyPatch
+) -> None:
+    """A proxy set later reaches the clients made later, not a running session's requests;
+    aiohttp's own per-request reading of the environment (`trust_env`) is off."""
+    proxy_url, seen = proxy
+    client = OpenAIChat(
+        base_url="http://model.invalid:8000", model="m", http=HTTPOptions(retry=Retry(attempts=1))
+    )
+    try:
+        with pytest.raises(ProviderError):  # direct: the host does not resolve
+            async with asyncio.timeout(HANG):
+                await client.open(REQUEST)
+        clean_env.setenv("HTTP_PROXY", proxy_url)
+        with pytest.raises(ProviderError):
+            async with asyncio.timeout(HANG):
+                await client.open(REQUEST)
+    finally:
+        await client.aclose()
+    assert seen == []
+    assert await call("http://model.invalid:8000") == PROXIED  # a new client reads it
+    assert len(seen) == 1
+
+
+async def test_a_tunnel_carries_the_credentials_on_its_connect(
+    proxy: tuple[str, Seen],
+    tls_upstream: tuple[str, Path],
+    clean_env: pytest.MonkeyPatch,
+) -> None:
+    (proxy_url, seen), (base, ca) = proxy, tls_upstream
+    clean_env.setenv("SSL_CERT_FILE", str(ca))
+    clean_env.setenv("HTTPS_PROXY", proxy_url.replace("http://", "http://ann:pw@"))
+    assert await call(base) == ANSWER
+    (head,) = seen.heads
+    lines = head.decode().split("\r\n")
+    assert lines[0].startswith("CONNECT ")
+    assert f"Proxy-Authorization: Basic {base64.b64encode(b'ann:pw').decode()}" in lines

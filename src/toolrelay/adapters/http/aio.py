@@ -10,8 +10,10 @@ running loop (a transport used from a new loop gets a new session), and
 turning aiohttp's errors into the seam's (`adapters.http.seam`, rule 1).
 Every session verifies TLS with the one process-wide context (`tls_context`)
 and takes its proxy from the environment (`HTTPS_PROXY`, `HTTP_PROXY`,
-`NO_PROXY`, as `urllib` reads them), so one TLS and proxy configuration
-serves the process.
+`NO_PROXY`, as `urllib` reads them), read when the session is made
+(`adapters.http.env_proxy`, not aiohttp's `trust_env`, which reads them again
+in a thread for every request), so one TLS and proxy configuration serves the
+process.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from typing import Final
 
 import aiohttp
 
+from toolrelay.adapters.http.env_proxy import EnvProxies
 from toolrelay.adapters.http.seam import (
     BodyError,
     ConnectError,
@@ -77,6 +80,7 @@ class AiohttpTransport:
         self.keepalive_s = keepalive_s
         self._session: aiohttp.ClientSession | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._proxies = EnvProxies()
 
     def _current(self) -> aiohttp.ClientSession:
         loop = asyncio.get_running_loop()
@@ -94,8 +98,8 @@ class AiohttpTransport:
         self._session = aiohttp.ClientSession(
             connector=connector,
             timeout=aiohttp.ClientTimeout(total=None, connect=self.connect_timeout),
-            trust_env=True,
         )
+        self._proxies = EnvProxies()  # the environment as it is now, for this session
         self._loop = loop
         return self._session
 
@@ -109,13 +113,20 @@ class AiohttpTransport:
 
     async def send(self, request: Request) -> AiohttpResponse:
         session = self._current()
+        headers, proxy_url, proxy_headers = request.headers, None, None
+        proxy = self._proxies.for_url(request.url)
+        if proxy is not None:
+            proxy_url = proxy.url
+            headers, proxy_headers = proxy.headers(request.url, headers)
         try:
             response = await session.request(
                 request.method,
                 request.url,
-                headers=request.headers,
+                headers=headers,
                 data=request.body or None,
                 allow_redirects=request.follow_redirects,
+                proxy=proxy_url,
+                proxy_headers=proxy_headers,
             )
         except aiohttp.ClientError as exc:
             raise renamed(exc, self.connect_timeout) from exc
