@@ -24,15 +24,24 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import KW_ONLY, dataclass, field
-from typing import Any, TypeAlias
+from typing import Any
 from urllib.parse import urlsplit
 
 import h11
 import orjson
 
-from toolrelay.testing.wire import dumps
+from toolrelay.testing.replies import (
+    BodyReply,
+    JSONReply,
+    NDJSONReply,
+    Plan,
+    RawReply,
+    RecordedRequest,
+    Reply,
+    SSEReply,
+    error_plan,
+    resolve,
+)
 
 __all__ = [
     "BodyReply",
@@ -48,186 +57,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 _READ_SIZE = 65536
-_MAX_CALLABLE_DEPTH = 8
-
-
-@dataclass(frozen=True)
-class RecordedRequest:
-    """One request as the server saw it; `json` is the parsed body or None if it is not JSON."""
-
-    method: str
-    path: str
-    query: str
-    headers: dict[str, str]
-    body: bytes
-    json: Any
-
-
-@dataclass(frozen=True)
-class _Plan:
-    """What to put on the wire for one reply, independent of which Reply type produced it."""
-
-    status: int
-    headers: list[tuple[str, str]]
-    pieces: list[bytes]
-    streamed: bool = False
-    delay: float = 0.0
-    stall_after: int | None = None
-    stall_for: float = 3600.0
-    drop_after: int | None = None
-    ttfb_delay: float = 0.0
-    holds: Mapping[int, threading.Event] = field(default_factory=dict)
-
-
-def _merge_headers(content_type: str | None, extra: Mapping[str, str]) -> list[tuple[str, str]]:
-    """Caller headers win over the default Content-Type (case-insensitively)."""
-    out = [(k.lower(), v) for k, v in extra.items()]
-    if content_type is not None and all(k != "content-type" for k, _ in out):
-        out.insert(0, ("content-type", content_type))
-    return out
-
-
-def _raw(piece: bytes | str) -> bytes:
-    return piece if isinstance(piece, bytes) else piece.encode()
-
-
-@dataclass(frozen=True, kw_only=True)
-class _Paced:
-    """Pacing and failure injection shared by the streamed reply types."""
-
-    delay: float = 0.0
-    stall_after: int | None = None
-    stall_for: float = 3600.0
-    drop_after: int | None = None
-    headers: Mapping[str, str] = field(default_factory=dict)
-    status: int = 200
-    ttfb_delay: float = 0.0
-    holds: Mapping[int, threading.Event] = field(default_factory=dict)
-    """Before piece i, wait until `holds[i]` is set: a test releases the stream once it
-    has seen what came before (an order that no pacing can guarantee on a loaded box)."""
-
-    def _paced_plan(self, content_type: str, pieces: list[bytes]) -> _Plan:
-        return _Plan(
-            status=self.status,
-            headers=_merge_headers(content_type, self.headers),
-            pieces=pieces,
-            streamed=True,
-            delay=self.delay,
-            stall_after=self.stall_after,
-            stall_for=self.stall_for,
-            drop_after=self.drop_after,
-            ttfb_delay=self.ttfb_delay,
-            holds=self.holds,
-        )
-
-
-@dataclass(frozen=True)
-class SSEReply(_Paced):
-    """An SSE body: Mappings become `data: <json>\\n\\n`, str/bytes go out raw; one chunk each.
-
-    `stall_after`/`drop_after` count events, `[DONE]` included as the last one.
-    """
-
-    events: Sequence[bytes | str | Mapping[str, Any]]
-    _: KW_ONLY
-    done: bool = True
-
-    def _plan(self) -> _Plan:
-        pieces = [
-            b"data: " + dumps(e) + b"\n\n" if isinstance(e, Mapping) else _raw(e)
-            for e in self.events
-        ]
-        if self.done:
-            pieces.append(b"data: [DONE]\n\n")
-        return self._paced_plan("text/event-stream", pieces)
-
-
-@dataclass(frozen=True)
-class NDJSONReply(_Paced):
-    """An NDJSON body (Ollama): Mappings become one JSON line each, bytes/str go out raw."""
-
-    lines: Sequence[bytes | str | Mapping[str, Any]]
-
-    def _plan(self) -> _Plan:
-        pieces = [dumps(x) + b"\n" if isinstance(x, Mapping) else _raw(x) for x in self.lines]
-        return self._paced_plan("application/x-ndjson", pieces)
-
-
-@dataclass(frozen=True)
-class JSONReply:
-    """A JSON body in one piece; str/bytes bodies are sent verbatim (to serve broken JSON)."""
-
-    body: Mapping[str, Any] | list[Any] | str | bytes
-    status: int = 200
-    headers: Mapping[str, str] = field(default_factory=dict)
-    _: KW_ONLY
-    ttfb_delay: float = 0.0
-
-    def _plan(self) -> _Plan:
-        body = self.body
-        raw = _raw(body) if isinstance(body, str | bytes) else dumps(body)
-        headers = _merge_headers("application/json", self.headers)
-        return _Plan(self.status, headers, [raw], ttfb_delay=self.ttfb_delay)
-
-
-@dataclass(frozen=True)
-class RawReply:
-    """Any status, body and headers, e.g. a 429 with Retry-After or a 502 with an HTML page."""
-
-    status: int
-    body: bytes = b""
-    headers: Mapping[str, str] = field(default_factory=dict)
-    _: KW_ONLY
-    ttfb_delay: float = 0.0
-
-    def _plan(self) -> _Plan:
-        headers = _merge_headers(None, self.headers)
-        return _Plan(self.status, headers, [self.body], ttfb_delay=self.ttfb_delay)
-
-
-@dataclass(frozen=True)
-class BodyReply:
-    """A pre-rendered body: one write with Content-Length, or `chunk_size`-byte chunks."""
-
-    body: bytes
-    content_type: str = "text/event-stream"
-    _: KW_ONLY
-    chunk_size: int | None = None
-    status: int = 200
-    headers: Mapping[str, str] = field(default_factory=dict)
-    ttfb_delay: float = 0.0
-
-    def _plan(self) -> _Plan:
-        headers = _merge_headers(self.content_type, self.headers)
-        if self.chunk_size is None:
-            return _Plan(self.status, headers, [self.body], ttfb_delay=self.ttfb_delay)
-        size = max(1, self.chunk_size)
-        pieces = [self.body[i : i + size] for i in range(0, len(self.body), size)]
-        return _Plan(self.status, headers, pieces, streamed=True, ttfb_delay=self.ttfb_delay)
-
-
-Reply: TypeAlias = (
-    "SSEReply | NDJSONReply | JSONReply | RawReply | BodyReply | Callable[[RecordedRequest], Reply]"
-)
-_REPLY_TYPES = (SSEReply, NDJSONReply, JSONReply, RawReply, BodyReply)
-
-
-def _error_plan(message: str) -> _Plan:
-    body = dumps({"error": {"message": message, "type": "fake_server_error", "code": None}})
-    return _Plan(500, [("content-type", "application/json")], [body])
-
-
-def _resolve(reply: Reply, request: RecordedRequest) -> _Plan:
-    """Call callable replies (they may return callables) until a concrete reply comes out."""
-    for _ in range(_MAX_CALLABLE_DEPTH):
-        if isinstance(reply, _REPLY_TYPES):
-            return reply._plan()
-        try:
-            reply = reply(request)
-        except Exception as exc:  # a test's callback failed: answer, don't hang
-            log.exception("fake server: reply callable raised")
-            return _error_plan(f"reply callable raised {type(exc).__name__}: {exc}")
-    return _error_plan("reply callables nested too deeply")
 
 
 def _parse_json(body: bytes) -> Any:
@@ -275,7 +104,7 @@ class _Conn:
             json=_parse_json(body),
         )
 
-    async def send(self, plan: _Plan) -> bool:
+    async def send(self, plan: Plan) -> bool:
         """Write one reply; False if it deliberately dropped the connection."""
         if plan.ttfb_delay:
             await asyncio.sleep(plan.ttfb_delay)
@@ -293,7 +122,7 @@ class _Conn:
         await self.writer.drain()
         return await self._send_paced(plan)
 
-    async def _send_paced(self, plan: _Plan) -> bool:
+    async def _send_paced(self, plan: Plan) -> bool:
         """One chunk per piece, with delay/stall/drop applied between pieces."""
         for index in range(len(plan.pieces) + 1):
             if index == plan.drop_after:
@@ -315,7 +144,7 @@ class _Conn:
         await self.writer.drain()
         return True
 
-    async def send_watching(self, plan: _Plan) -> bool:
+    async def send_watching(self, plan: Plan) -> bool:
         """Send while watching for the client to hang up (so stalls end when the client leaves)."""
         sending = asyncio.create_task(self.send(plan))
         watching = asyncio.create_task(self.reader.read(_READ_SIZE))
@@ -497,9 +326,9 @@ class FakeModelServer:
             with self._lock:
                 self.requests.append(request)
                 reply = self._pick(request.path)
-            plan = _error_plan(f"no scripted reply for {request.method} {request.path}")
+            plan = error_plan(f"no scripted reply for {request.method} {request.path}")
             if reply is not None:
-                plan = _resolve(reply, request)
+                plan = resolve(reply, request)
             if not await conn.send_watching(plan):
                 return
             if conn.h11.our_state is not h11.DONE or conn.h11.their_state is not h11.DONE:
