@@ -33,15 +33,19 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from toolrelay.core.formats.responses.item_edits import (
+    Part,
+    Raw,
+    as_index,
+    edit_item,
+    type_of,
+    with_part,
+)
 from toolrelay.core.items import Item, as_items, raw_items
 
 __all__ = ["EVENT_TYPES", "ReduceMeta", "reduce_event", "response_object_to_output"]
 
 Event = Mapping[str, Any]
-Part = dict[str, Any]
-
-_MAX_PAD: Final = 64
-"""How far past the end a part index may point; more is treated as malformed."""
 
 _TERMINAL: Final = frozenset({"completed", "incomplete", "failed"})
 
@@ -63,10 +67,7 @@ class ReduceMeta:
     """`response.incomplete_details.reason`, e.g. "max_output_tokens"."""
 
 
-_Raw = dict[str, Any]
-"""An item as the reducer handles it: any kind alike, as a plain dict (the wire edge)."""
-
-Result = tuple[list[_Raw], ReduceMeta | None]
+Result = tuple[list[Raw], ReduceMeta | None]
 
 
 def reduce_event(
@@ -79,7 +80,7 @@ def reduce_event(
     return as_items(new), meta
 
 
-def _reduce(event: dict[str, Any], output: Sequence[_Raw]) -> Result:
+def _reduce(event: dict[str, Any], output: Sequence[Raw]) -> Result:
     if not isinstance(event, Mapping):
         return list(output), None
     kind = event.get("type")
@@ -105,108 +106,6 @@ def response_object_to_output(obj: dict[str, Any]) -> tuple[list[Item], ReduceMe
         status = "failed" if isinstance(resp.get("error"), Mapping) else "completed"
     output, meta = _finish(resp, (), status)
     return as_items(output), meta
-
-
-# --- locating and editing items -------------------------------------------------
-
-
-def _index(value: Any) -> int | None:
-    """An int index; None when absent; -1 (never valid) when present but not an int."""
-    if value is None:
-        return None
-    return value if isinstance(value, int) and not isinstance(value, bool) else -1
-
-
-def _type_of(item: Any) -> Any:
-    return item.get("type") if isinstance(item, Mapping) else None
-
-
-def _locate(event: Event, output: Sequence[_Raw], item_type: str) -> int | None:
-    """Index of the target item, `len(output)` to create it, None to ignore the event."""
-    n = len(output)
-    idx = _index(event.get("output_index"))
-    if idx is not None and 0 <= idx < n and _type_of(output[idx]) == item_type:
-        return idx
-    item_id = event.get("item_id")
-    if isinstance(item_id, str) and item_id:
-        for i, item in enumerate(output):
-            if _type_of(item) == item_type and item.get("id") == item_id:
-                return i
-    elif idx is None and n and _type_of(output[-1]) == item_type:
-        return n - 1  # neither index nor id: the item being streamed is the last one
-    if idx is None or idx >= n:
-        return n
-    return None
-
-
-def _new_item(item_type: str, item_id: Any) -> _Raw:
-    """The item a delta creates when no `output_item.added` announced it."""
-    ident = item_id if isinstance(item_id, str) else ""
-    if item_type == "function_call":
-        return {
-            "type": "function_call",
-            "id": ident,
-            "call_id": "",
-            "name": "",
-            "arguments": "",
-            "status": "in_progress",
-        }
-    if item_type == "reasoning":
-        return {
-            "type": "reasoning",
-            "id": ident,
-            "status": "in_progress",
-            "summary": [],
-            "content": [],
-        }
-    return {
-        "type": "message",
-        "id": ident,
-        "role": "assistant",
-        "status": "in_progress",
-        "content": [],
-    }
-
-
-def _edit_item(
-    event: Event, output: Sequence[_Raw], item_type: str, change: Callable[[_Raw], _Raw | None]
-) -> list[_Raw]:
-    """Replace (or create) the event's target item with `change(item)`; None = no change."""
-    i = _locate(event, output, item_type)
-    if i is None:
-        return list(output)
-    base = output[i] if i < len(output) else _new_item(item_type, event.get("item_id"))
-    new = change(base)
-    out = list(output)
-    if new is None:
-        return out
-    if i < len(out):
-        out[i] = new
-    else:
-        out.append(new)
-    return out
-
-
-def _with_part(
-    item: _Raw, field: str, index: int | None, blank: Part, update: Callable[[Part], Part | None]
-) -> _Raw | None:
-    """A copy of `item` whose `field[index]` part is `update(part)`; index None appends."""
-    raw = item.get(field)
-    parts = list(raw) if isinstance(raw, list) else []
-    if index is None:
-        index = len(parts)
-    if index < 0 or index > len(parts) + _MAX_PAD:
-        return None
-    while len(parts) <= index:
-        parts.append(dict(blank))
-    part = parts[index]
-    if not isinstance(part, dict):
-        return None
-    new = update(part)
-    if new is None:
-        return None
-    parts[index] = new
-    return {**item, field: parts}
 
 
 # --- text, refusal, reasoning and argument streams ------------------------------
@@ -255,7 +154,7 @@ _TEXT_EVENTS: Final[dict[str, _TextSpec]] = {
 }
 
 
-def _text_event(spec: _TextSpec, event: Event, output: Sequence[_Raw]) -> list[_Raw]:
+def _text_event(spec: _TextSpec, event: Event, output: Sequence[Raw]) -> list[Raw]:
     """Append a delta to, or set the final text of, one part (or the call's arguments)."""
     value = event.get(spec.source)
     if not isinstance(value, str):
@@ -269,21 +168,21 @@ def _text_event(spec: _TextSpec, event: Event, output: Sequence[_Raw]) -> list[_
     if not spec.field:
         name = event.get("name")
 
-        def change(item: _Raw) -> _Raw:
+        def change(item: Raw) -> Raw:
             new = {**item, spec.key: merged(item)}
             if isinstance(name, str) and name and not item.get("name"):
                 new["name"] = name  # some providers name the call only on `.done`
             return new
 
-        return _edit_item(event, output, spec.item_type, change)
+        return edit_item(event, output, spec.item_type, change)
 
-    index = _index(event.get(spec.index_key))
+    index = as_index(event.get(spec.index_key))
     blank: Part = {"type": spec.part_type, spec.key: ""}
-    return _edit_item(
+    return edit_item(
         event,
         output,
         spec.item_type,
-        lambda item: _with_part(
+        lambda item: with_part(
             item,
             spec.field,
             0 if index is None else index,
@@ -313,7 +212,7 @@ _PART_EVENTS: Final[dict[str, _PartSpec]] = {
 }
 
 
-def _part_event(spec: _PartSpec, event: Event, output: Sequence[_Raw]) -> list[_Raw]:
+def _part_event(spec: _PartSpec, event: Event, output: Sequence[Raw]) -> list[Raw]:
     """Put the event's `part` at its index (added: the empty part; done: the final one)."""
     part = event.get("part")
     if not isinstance(part, dict):
@@ -323,25 +222,25 @@ def _part_event(spec: _PartSpec, event: Event, output: Sequence[_Raw]) -> list[_
         item_type = "reasoning"
     else:
         item_type = "message"
-    index = _index(event.get(spec.index_key))
+    index = as_index(event.get(spec.index_key))
     if index is None and not spec.append_default:
         index = 0
     blank: Part = {"type": part_type if isinstance(part_type, str) else "output_text", "text": ""}
-    return _edit_item(
+    return edit_item(
         event,
         output,
         item_type,
-        lambda item: _with_part(item, spec.field, index, blank, lambda _old: part),
+        lambda item: with_part(item, spec.field, index, blank, lambda _old: part),
     )
 
 
-def _annotation_added(event: Event, output: Sequence[_Raw]) -> Result:
+def _annotation_added(event: Event, output: Sequence[Raw]) -> Result:
     """`response.output_text.annotation.added`: a citation on one text part."""
     annotation = event.get("annotation")
     if not isinstance(annotation, dict):
         return list(output), None
-    at = _index(event.get("annotation_index"))
-    content_index = _index(event.get("content_index"))
+    at = as_index(event.get("annotation_index"))
+    content_index = as_index(event.get("content_index"))
 
     def update(part: Part) -> Part:
         raw = part.get("annotations")
@@ -353,11 +252,11 @@ def _annotation_added(event: Event, output: Sequence[_Raw]) -> Result:
         return {**part, "annotations": annotations}
 
     blank: Part = {"type": "output_text", "text": ""}
-    out = _edit_item(
+    out = edit_item(
         event,
         output,
         "message",
-        lambda item: _with_part(
+        lambda item: with_part(
             item, "content", 0 if content_index is None else content_index, blank, update
         ),
     )
@@ -376,21 +275,21 @@ def _same_item(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
     return bool(call_id) and a.get("type") == b.get("type") and a.get("call_id") == call_id
 
 
-def _find_same(output: Sequence[_Raw], item: Mapping[str, Any]) -> int | None:
+def _find_same(output: Sequence[Raw], item: Mapping[str, Any]) -> int | None:
     for i, other in enumerate(output):
         if isinstance(other, Mapping) and _same_item(other, item):
             return i
     return None
 
 
-def _item_added(event: Event, output: Sequence[_Raw]) -> Result:
+def _item_added(event: Event, output: Sequence[Raw]) -> Result:
     """Insert at `output_index`, or replace an item it repeats (same id / call)."""
     item = event.get("item")
     out = list(output)
     if not isinstance(item, dict):
         return out, None
     same = _find_same(out, item)
-    idx = _index(event.get("output_index"))
+    idx = as_index(event.get("output_index"))
     if same is not None:
         out[same] = item
     elif idx is not None and 0 <= idx < len(out):
@@ -400,20 +299,20 @@ def _item_added(event: Event, output: Sequence[_Raw]) -> Result:
     return out, None
 
 
-def _item_done(event: Event, output: Sequence[_Raw]) -> Result:
+def _item_done(event: Event, output: Sequence[Raw]) -> Result:
     """Replace the item at `output_index`, or the same item elsewhere, else append."""
     item = event.get("item")
     out = list(output)
     if not isinstance(item, dict):
         return out, None
-    idx = _index(event.get("output_index"))
+    idx = as_index(event.get("output_index"))
     here = idx if idx is not None and 0 <= idx < len(out) else None
     same = _find_same(out, item)
     if here is not None and _same_item(out[here], item):
         out[here] = item
     elif same is not None:
         out[same] = item
-    elif here is not None and _type_of(out[here]) == item.get("type"):
+    elif here is not None and type_of(out[here]) == item.get("type"):
         out[here] = item  # the provider changed the id since `output_item.added`
     else:
         out.append(item)
@@ -432,13 +331,13 @@ def _str_or_none(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _started(event: Event, output: Sequence[_Raw]) -> Result:
+def _started(event: Event, output: Sequence[Raw]) -> Result:
     """`response.created` / `in_progress` / `queued`: only the response id matters."""
     response_id = _str_or_none(_response(event).get("id"))
     return list(output), ReduceMeta(response_id=response_id) if response_id else None
 
 
-def _settle(item: _Raw, status: str) -> _Raw:
+def _settle(item: Raw, status: str) -> Raw:
     """A copy marked `status` if the item was still streaming; else the item itself."""
     if isinstance(item, Mapping) and item.get("status") == "in_progress":
         return {**item, "status": status}
@@ -456,8 +355,8 @@ def _error_message(error: Any, fallback: str) -> str:
 
 
 def _finish(
-    resp: Mapping[str, Any], current: Sequence[_Raw], status: str
-) -> tuple[list[_Raw], ReduceMeta]:
+    resp: Mapping[str, Any], current: Sequence[Raw], status: str
+) -> tuple[list[Raw], ReduceMeta]:
     """The final output and meta of a response that ended with `status`."""
     final = resp.get("output")
     items = [i for i in final if isinstance(i, dict)] if isinstance(final, list) else []
@@ -483,14 +382,14 @@ def _finish(
     return items, meta
 
 
-def _finisher(status: str) -> Callable[[Event, Sequence[_Raw]], Result]:
-    def handler(event: Event, output: Sequence[_Raw]) -> Result:
+def _finisher(status: str) -> Callable[[Event, Sequence[Raw]], Result]:
+    def handler(event: Event, output: Sequence[Raw]) -> Result:
         return _finish(_response(event), output, status)
 
     return handler
 
 
-def _error_event(event: Event, output: Sequence[_Raw]) -> Result:
+def _error_event(event: Event, output: Sequence[Raw]) -> Result:
     """Top-level `error` (`{type, code, message, param}`); some providers nest `error`."""
     nested = event.get("error")
     message = _error_message(event, "") or _error_message(nested, "provider error")
@@ -498,7 +397,7 @@ def _error_event(event: Event, output: Sequence[_Raw]) -> Result:
     return list(output), ReduceMeta(error=message, error_data=data)
 
 
-_HANDLERS: Final[dict[str, Callable[[Event, Sequence[_Raw]], Result]]] = {
+_HANDLERS: Final[dict[str, Callable[[Event, Sequence[Raw]], Result]]] = {
     "response.created": _started,
     "response.in_progress": _started,
     "response.queued": _started,
