@@ -254,14 +254,31 @@ async def test_connection_refused_logs_the_url_but_does_not_show_it(
     assert f"http://127.0.0.1:{port}/v1/chat/completions" in caplog.text
 
 
+HI_BODY = b'data: {"choices":[{"delta":{"content":"hi"}}]}\n\ndata: [DONE]\n\n'
+HI_ANSWER = (
+    b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+    + b"content-length: %d\r\n\r\n" % len(HI_BODY)
+    + HI_BODY
+)
+
+
+async def read_request(reader: asyncio.StreamReader) -> None:
+    """One request off a raw connection: its head, then its body by its length."""
+    request = await reader.readuntil(b"\r\n\r\n")
+    size = next(
+        int(line.split(b":")[1])
+        for line in request.split(b"\r\n")
+        if line.lower().startswith(b"content-length:")
+    )
+    await reader.readexactly(size)
+
+
 @pytest.mark.anyio
 async def test_a_kept_alive_connection_closed_unanswered_is_tried_again_at_once() -> None:
     """llama.cpp's server closes a kept-alive connection a millisecond after a streamed
     answer; a request sent on it in that millisecond meets a hang-up with no answer. The
     server read nothing of it, so it goes again at once, on a new connection."""
-    body = b'data: {"choices":[{"delta":{"content":"hi"}}]}\n\ndata: [DONE]\n\n'
-    head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
-    answer = head + b"content-length: %d\r\n\r\n" % len(body) + body
+    body, answer = HI_BODY, HI_ANSWER
     seen = {"connections": 0, "requests": 0}
 
     async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -269,13 +286,7 @@ async def test_a_kept_alive_connection_closed_unanswered_is_tried_again_at_once(
         first = seen["connections"] == 1
         try:
             while True:
-                request = await reader.readuntil(b"\r\n\r\n")
-                size = next(
-                    int(line.split(b":")[1])
-                    for line in request.split(b"\r\n")
-                    if line.lower().startswith(b"content-length:")
-                )
-                await reader.readexactly(size)
+                await read_request(reader)
                 seen["requests"] += 1
                 if first and seen["requests"] == 2:
                     return  # the kept-alive connection, reused: hung up unanswered
@@ -301,6 +312,41 @@ async def test_a_kept_alive_connection_closed_unanswered_is_tried_again_at_once(
         server.close()
         await server.wait_closed()
     assert seen == {"connections": 2, "requests": 3}
+
+
+@pytest.mark.anyio
+async def test_a_kept_alive_connection_closing_as_it_is_reused_is_tried_again_at_once() -> None:
+    """The other side of the same race: the server closes the connection right after its
+    answer, and the next request is handed that connection before its close is processed
+    (aiohttp: "Cannot write to closing transport"). Nothing was sent, so it goes again at
+    once, on a new connection."""
+    body, answer = HI_BODY, HI_ANSWER
+    seen = {"connections": 0, "requests": 0}
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        seen["connections"] += 1
+        try:
+            await read_request(reader)
+            seen["requests"] += 1
+            writer.write(answer)  # the answer and the hang-up in one go
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    slow = Retry(attempts=2, backoff=HANG, max_backoff=HANG, jitter=0.0)  # no backoff waited
+    client = OpenAIChat(
+        base_url=f"http://127.0.0.1:{port}", model="m", http=HTTPOptions(retry=slow)
+    )
+    try:
+        for _ in range(5):
+            async with asyncio.timeout(HANG / 2):  # a backoff would wait HANG
+                assert await read_all(await client.open(REQUEST)) == body
+    finally:
+        await client.aclose()
+        server.close()
+        await server.wait_closed()
+    assert seen["requests"] == 5
 
 
 # --------------------------------------------------------------------------- timeouts

@@ -75,6 +75,16 @@ def test_a_code_block_updated_with_its_output_is_seen() -> None:
     assert replay.messages(output) == to_chat_messages(output)
 
 
+def test_a_result_read_from_past_the_kept_part_that_goes_away_is_seen() -> None:
+    """Rule 3: a call shown answered by a later item is not kept apart from that item
+    (found by the property below: the result replaced, the call was still shown answered)."""
+    replay = ChatReplay()
+    output: list[Any] = [call("c1"), result("c2", "x"), msg("b"), result("c1", "r"), msg("c")]
+    replay.messages(output)  # c2's result, no call of its own, ends the call's group
+    output[3] = msg("e")
+    assert replay.messages(output) == to_chat_messages(output)
+
+
 def _item(kind: str, call_id: str, text: str) -> dict[str, Any]:
     if kind == "msg":
         return msg(text)

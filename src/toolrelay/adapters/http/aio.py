@@ -205,8 +205,9 @@ def renamed(exc: aiohttp.ClientError, connect_timeout: float | None) -> Transpor
         return ConnectError(f"the proxy answered {exc.status} {exc.message}")
     if isinstance(exc, aiohttp.ClientConnectorError):
         return ConnectError(_os_text(exc.os_error) or "connection failed")
-    if isinstance(exc, aiohttp.ServerDisconnectedError):
-        return NoResponse("the server closed the connection without answering")
+    hung_up = _hung_up(exc)
+    if hung_up is not None:
+        return hung_up
     if isinstance(exc, aiohttp.TooManyRedirects):
         return TransportError("too many redirects")
     if isinstance(exc, aiohttp.ClientResponseError):
@@ -214,6 +215,17 @@ def renamed(exc: aiohttp.ClientError, connect_timeout: float | None) -> Transpor
     if isinstance(exc, aiohttp.InvalidURL):
         return TransportError("invalid URL")
     return TransportError(_os_text(exc) or type(exc).__name__)
+
+
+def _hung_up(exc: aiohttp.ClientError) -> NoResponse | None:
+    """A kept-alive connection the server closed, met before any answer (seam rule 2)."""
+    if isinstance(exc, aiohttp.ServerDisconnectedError):
+        return NoResponse("the server closed the connection without answering")
+    if isinstance(exc, aiohttp.ClientOSError) and isinstance(
+        exc.__cause__, aiohttp.ClientConnectionResetError
+    ):  # handed out while its close was being processed: nothing was sent on it
+        return NoResponse("the server closed the connection before the request was sent")
+    return None
 
 
 def _os_text(exc: BaseException) -> str:

@@ -305,7 +305,9 @@ class ChatReplay:
     1. the reasoning mode is the same and the prefix's items are the same
        objects (items are values: a changed item is a new object, `updated`);
     2. no newer item is an output for a call of the prefix (it could answer
-       an unanswered call, or replace a result: rule 1).
+       an unanswered call, or replace a result: rule 1);
+    3. the prefix holds the output of each call of it that it shows answered (a
+       result read from a later item could be replaced or gone by the next call).
 
     Otherwise everything is converted again. The result equals
     `to_chat_messages(output, reasoning=…)` for any output (tested against it).
@@ -357,9 +359,16 @@ class ChatReplay:
             messages=list(self._messages),
         )
         kept, kept_messages = 0, len(builder.messages)
+        waiting: set[str] = set()  # answered calls whose output is not in the prefix yet
         for index, item in enumerate(new, 1):
             builder.add(item, answered)
-            if not (builder.texts or builder.thoughts or builder.details or builder.calls):
+            call_id = _call_id(item)
+            if is_call(item) and call_id in answered:
+                waiting.add(call_id)
+            elif is_call_output(item) and call_id is not None:
+                waiting.discard(call_id)
+            buffered = builder.texts or builder.thoughts or builder.details or builder.calls
+            if not buffered and not waiting:  # waiting: rule 3
                 kept, kept_messages = index, len(builder.messages)
         self._remember(raw[:kept], new[:kept], builder.messages[:kept_messages])
         builder.flush()
