@@ -44,9 +44,9 @@ Rules this module keeps:
    USD to EUR.", the 0.5B picked `calculator` at every setting, with `convert_currency`
    offered. A pick that shares no word is kept when no other tool is named (the
    message "Is it raining?" has no word of `get_weather` and needs it).
-8. A response that is wholly a call, written as text, to a tool not offered (a made-up
-   one, or one the step did not pick) is not shown: the model is asked again, once,
-   without tools (`core.text_calls.stage`, invariant 5; the text is kept in the turn's
+8. A response that is wholly calls written as text, at least one of them to a tool not
+   offered (a made-up one, or one the step did not pick), is not shown: the model is
+   asked again, once, without tools (`core.text_calls.stage`, invariant 5; the text is kept in the turn's
    steps as `invented`). Offered `get_weather` for "Say hi.", the 0.5B wrote
    `{"name": "say_hi", …}` in every run, which reached the client as the answer.
 """

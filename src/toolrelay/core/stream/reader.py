@@ -99,8 +99,8 @@ class BodyReader:
     ) -> None:
         """`text_tools`: names of the offered tools whose calls written as text in the
         content become real calls (`core.text_calls.stage`); empty: none do.
-        `made_up_calls`: content that is wholly calls to other tools goes to the result's
-        `invented`, not to its output (the caller asks again)."""
+        `made_up_calls`: content that is wholly calls, some to other tools, goes to the
+        result's `invented`, not to its output (the caller asks again)."""
         self.format = format
         self._options: dict[str, Any] = {
             "clock": clock,

@@ -16,8 +16,8 @@ at the end it decides on what it held with `parse_text_calls`. Invariants
 4. Held text is kept as its pieces and joined once: holding costs the same
    per chunk however much is held.
 5. With `made_up=True`, a call to any name is held like a call to an offered
-   tool; content that is wholly such calls (and no call to an offered tool) is
-   kept in `invented` instead of being returned by `finish` (nothing is lost:
+   tool; content that is wholly calls, one or more of them to a tool not offered,
+   is kept in `invented` instead of being returned by `finish` (nothing is lost:
    the caller decides what to do with it, `engine.tool_select` rule 8).
 """
 
@@ -93,7 +93,7 @@ class TextCallRecogniser:
         self._names: frozenset[str] | AnyName = ANY_NAME if self._made_up else self._tools
         """The names the streaming check lets a call have (invariant 5)."""
         self.invented = ""
-        """After `finish`: the content, when it was wholly calls to tools not offered."""
+        """After `finish`: the content, when it was wholly calls, some to tools not offered."""
         self._openers = dict(reasoning)
         """Leading reasoning blocks passed through: opening tag -> closing tag."""
         self.passing = not self._tools

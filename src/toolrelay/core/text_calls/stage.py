@@ -31,8 +31,8 @@ Invariants, in both modes:
 4. Once the content is known to be text, the stage's entry points are the
    accumulator's own bound methods (`_pass_from_now`): plain text costs one
    check per response, and nothing per piece after it.
-5. With `made_up=True`, content that is wholly calls to tools not offered goes
-   on as nothing: it is kept in `invented` for the caller, which asks again
+5. With `made_up=True`, content that is wholly calls, some to tools not offered,
+   goes on as nothing: it is kept in `invented` for the caller, which asks again
    (`engine.tool_select`, rule 8). Without it, such content is text.
 """
 
@@ -82,7 +82,7 @@ class TextCallDeltas:
 
     @property
     def invented(self) -> str:
-        """After `finish`: the content, when it was wholly calls to tools not offered."""
+        """After `finish`: the content, when it was wholly calls, some to tools not offered."""
         return self._recogniser.invented
 
     def _pass_from_now(self) -> None:
@@ -163,7 +163,7 @@ class TextCallEvents:
 
     @property
     def invented(self) -> str:
-        """After the end: the message's text, when it was wholly calls to tools not offered."""
+        """After the end: the message's text, when it was wholly calls, some not offered."""
         return self._recogniser.invented
 
     def _pass_from_now(self) -> None:
