@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
 from email.utils import format_datetime
 
@@ -273,6 +275,25 @@ async def read_request(reader: asyncio.StreamReader) -> None:
     await reader.readexactly(size)
 
 
+@contextlib.asynccontextmanager
+async def retrying_client(
+    serve: Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]],
+) -> AsyncIterator[OpenAIChat]:
+    """A client of a raw server running `serve`, allowed one retry with no backoff waited."""
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    slow = Retry(attempts=2, backoff=HANG, max_backoff=HANG, jitter=0.0)
+    client = OpenAIChat(
+        base_url=f"http://127.0.0.1:{port}", model="m", http=HTTPOptions(retry=slow)
+    )
+    try:
+        yield client
+    finally:
+        await client.aclose()
+        server.close()
+        await server.wait_closed()
+
+
 @pytest.mark.anyio
 async def test_a_kept_alive_connection_closed_unanswered_is_tried_again_at_once() -> None:
     """llama.cpp's server closes a kept-alive connection a millisecond after a streamed
@@ -297,20 +318,10 @@ async def test_a_kept_alive_connection_closed_unanswered_is_tried_again_at_once(
         finally:
             writer.close()
 
-    server = await asyncio.start_server(serve, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    slow = Retry(attempts=2, backoff=HANG, max_backoff=HANG, jitter=0.0)  # no backoff waited
-    client = OpenAIChat(
-        base_url=f"http://127.0.0.1:{port}", model="m", http=HTTPOptions(retry=slow)
-    )
-    try:
+    async with retrying_client(serve) as client:
         assert await read_all(await client.open(REQUEST)) == body
         async with asyncio.timeout(HANG / 2):  # a backoff would wait HANG
             assert await read_all(await client.open(REQUEST)) == body
-    finally:
-        await client.aclose()
-        server.close()
-        await server.wait_closed()
     assert seen == {"connections": 2, "requests": 3}
 
 
@@ -332,20 +343,10 @@ async def test_a_kept_alive_connection_closing_as_it_is_reused_is_tried_again_at
         finally:
             writer.close()
 
-    server = await asyncio.start_server(serve, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    slow = Retry(attempts=2, backoff=HANG, max_backoff=HANG, jitter=0.0)  # no backoff waited
-    client = OpenAIChat(
-        base_url=f"http://127.0.0.1:{port}", model="m", http=HTTPOptions(retry=slow)
-    )
-    try:
+    async with retrying_client(serve) as client:
         for _ in range(5):
             async with asyncio.timeout(HANG / 2):  # a backoff would wait HANG
                 assert await read_all(await client.open(REQUEST)) == body
-    finally:
-        await client.aclose()
-        server.close()
-        await server.wait_closed()
     assert seen["requests"] == 5
 
 

@@ -80,7 +80,7 @@ class AiohttpTransport:
         self.keepalive_s = keepalive_s
         self._session: aiohttp.ClientSession | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._proxies = EnvProxies()
+        self._proxies: EnvProxies  # made with each session (`_current`)
 
     def _current(self) -> aiohttp.ClientSession:
         loop = asyncio.get_running_loop()
